@@ -1,0 +1,116 @@
+# ctxguard — `make` builds build/libctxguard.so and build/ctxguard;
+# `make test` runs the CPU suite (installs Debian's check if missing);
+# `make demo` runs the reproduction under the shim; `make test-gpu` runs the
+# GPU suite on a machine with GPUs; `make asan` / `make tsan` run the suite
+# under the sanitizers; `make install PREFIX=...`.
+
+BUILD   ?= build
+CUDA    ?= /usr/local/cuda
+NVCC    ?= $(CUDA)/bin/nvcc
+CC      ?= cc
+PREFIX  ?= /usr/local
+VERSION := 0.1.0
+SAN     ?=
+OPT     ?= -O2
+
+CFLAGS  = -std=c11 -D_GNU_SOURCE $(OPT) -g -fPIC -fvisibility=hidden -Wall -Wextra -Werror \
+          -I$(CUDA)/include $(SAN)
+LDFLAGS_SAN = $(SAN)
+
+POLICY_SRC := $(wildcard policy/*.c)
+SHIM_SRC   := $(filter-out shim/cli.c,$(wildcard shim/*.c))
+POLICY_OBJ := $(POLICY_SRC:%.c=$(BUILD)/obj/%.o)
+SHIM_OBJ   := $(SHIM_SRC:%.c=$(BUILD)/obj/%.o)
+
+LIB  := $(BUILD)/libctxguard.so
+CMD  := $(BUILD)/ctxguard
+
+.PHONY: all test demo test-gpu asan tsan install clean check-deps
+all: $(LIB) $(CMD)
+
+# Extra library objects (kernels) and test/GPU rules live next to their code.
+KERNEL_OBJ :=
+-include kernels/kernels.mk
+-include tests/fake/fake.mk
+-include tests/gpu/gpu.mk
+
+$(BUILD)/obj/%.o: %.c $(wildcard shim/*.h shim/*.def policy/*.h) | $(BUILD)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+# default.conf is embedded with .incbin: rebuild when it changes.
+$(BUILD)/obj/policy/builtin.o: policy/default.conf
+
+$(BUILD)/libpolicy.a: $(POLICY_OBJ)
+	ar rcs $@ $^
+
+# Hidden by default; the hooks and the C API are marked CG_EXPORT.
+$(LIB): $(SHIM_OBJ) $(POLICY_OBJ) $(KERNEL_OBJ)
+	$(CC) -shared -Wl,-soname,libctxguard.so -Wl,--no-undefined \
+	    -o $@ $^ $(LDFLAGS_SAN) -ldl -lpthread
+
+$(CMD): shim/cli.c $(BUILD)/libpolicy.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS_SAN)
+
+$(BUILD):
+	@mkdir -p $@
+
+# ---- CPU test suite (Check + the fake driver) ----
+CHECK_SRC  := $(wildcard tests/check_*.c)
+CHECK_BIN  := $(CHECK_SRC:tests/%.c=$(BUILD)/tests/%)
+PROG_SRC   := $(wildcard tests/progs/*.c)
+PROG_BIN   := $(PROG_SRC:tests/progs/%.c=$(BUILD)/tests/progs/%)
+CHECK_FLAGS = $(shell pkg-config --cflags check 2>/dev/null)
+CHECK_LIBS  = $(shell pkg-config --libs check 2>/dev/null)
+TEST_LIBS   = -Wl,--as-needed $(BUILD)/libpolicy.a -L$(BUILD)/fake -l:libcuda.so.1 \
+              -Wl,-rpath,'$$ORIGIN/../fake' -ldl -lpthread -lm
+
+check-deps:
+	@tests/deps.sh
+
+$(BUILD)/tests/check_%: tests/check_%.c $(BUILD)/libpolicy.a $(FAKE_LIB) $(wildcard tests/*.h) | check-deps
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $$(pkg-config --cflags check) -Itests -o $@ $< $(TEST_LIBS) \
+	    $$(pkg-config --libs check) $(LDFLAGS_SAN)
+
+$(BUILD)/tests/progs/%: tests/progs/%.c $(BUILD)/libpolicy.a $(FAKE_LIB) $(wildcard tests/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests -o $@ $< $(TEST_LIBS) $(LDFLAGS_SAN)
+
+test: all $(FAKE_LIB) $(CHECK_BIN) $(PROG_BIN)
+	@BUILD=$(BUILD) SAN_RUNTIME='$(SAN_RUNTIME)' tests/run.sh $(CHECK_BIN)
+
+# Sanitizer runs: the runtime must come first in LD_PRELOAD.
+asan:
+	$(MAKE) BUILD=$(BUILD)/asan OPT=-O1 SAN='-fsanitize=address,undefined -fno-omit-frame-pointer' \
+	    SAN_RUNTIME="$$($(CC) -print-file-name=libasan.so)" test
+tsan:
+	$(MAKE) BUILD=$(BUILD)/tsan OPT=-O1 SAN='-fsanitize=thread' \
+	    SAN_RUNTIME="$$($(CC) -print-file-name=libtsan.so)" test
+
+# ---- the reproduction, under the shim ----
+# On a GPU machine the demo needs the fixture cubin and the C route (nvcc).
+demo: all $(FAKE_LIB) $(BUILD)/tests/progs/scenario
+	@if [ "$$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')" -ge 2 ]; then \
+	    $(MAKE) --no-print-directory -f tests/gpu/gpu.mk BUILD=$(BUILD) gpu-fixtures; fi
+	@BUILD=$(BUILD) examples/demo.sh
+
+# ---- the GPU suite (two GPUs; PyTorch for the PyTorch cases) ----
+test-gpu: all
+	tests/gpu/run.sh $(BUILD)
+
+# ---- install ----
+install: all
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin \
+	    $(DESTDIR)$(PREFIX)/include/ctxguard $(DESTDIR)$(PREFIX)/lib/pkgconfig \
+	    $(DESTDIR)$(PREFIX)/etc/ctxguard
+	install -m 755 $(LIB) $(DESTDIR)$(PREFIX)/lib/libctxguard.so
+	install -m 755 $(CMD) $(DESTDIR)$(PREFIX)/bin/ctxguard
+	install -m 644 policy/policy.h $(DESTDIR)$(PREFIX)/include/ctxguard/policy.h
+	install -m 644 policy/default.conf $(DESTDIR)$(PREFIX)/etc/ctxguard/policy.conf
+	$(if $(wildcard kernels/grouped_mm.h),install -m 644 kernels/grouped_mm.h $(DESTDIR)$(PREFIX)/include/ctxguard/grouped_mm.h)
+	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: ctxguard\nDescription: stops CUDA kernel launches that cross contexts\nVersion: $(VERSION)\nLibs: -L$${libdir} -lctxguard\nCflags: -I$${includedir}/ctxguard\n' '$(PREFIX)' \
+	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/ctxguard.pc
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,133 @@
+/* A crossing as one JSON object, for the JSON-lines log.  Strings are
+ * escaped to valid JSON whatever the bytes: kernel names and paths come
+ * from the program and need not be UTF-8. */
+#include <inttypes.h>
+#include <stdint.h>
+
+#include "outbuf.h"
+#include "policy.h"
+
+/* Length of the valid UTF-8 sequence at s, 0 when it is not one. */
+static size_t utf8_seq(const unsigned char *s)
+{
+	unsigned cp, min;
+	size_t n;
+
+	if (s[0] < 0x80)
+		return 1;
+	if (s[0] >= 0xc2 && s[0] <= 0xdf) {
+		n = 2, cp = s[0] & 0x1fu, min = 0x80;
+	} else if ((s[0] & 0xf0) == 0xe0) {
+		n = 3, cp = s[0] & 0x0fu, min = 0x800;
+	} else if (s[0] >= 0xf0 && s[0] <= 0xf4) {
+		n = 4, cp = s[0] & 0x07u, min = 0x10000;
+	} else {
+		return 0;
+	}
+	for (size_t i = 1; i < n; i++) {
+		if ((s[i] & 0xc0) != 0x80)  /* also stops at the NUL */
+			return 0;
+		cp = cp << 6 | (s[i] & 0x3fu);
+	}
+	if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return n;
+}
+
+static void escape(struct cg_out *o, const char *str)
+{
+	static const char shorts[] = {
+		['\b'] = 'b', ['\f'] = 'f', ['\n'] = 'n', ['\r'] = 'r',
+		['\t'] = 't', ['"'] = '"', ['\\'] = '\\',
+	};
+	const unsigned char *s = (const unsigned char *)str;
+
+	while (*s) {
+		size_t k = utf8_seq(s);
+		if (k == 0) {
+			cg_out_puts(o, "\\ufffd");  /* replacement character */
+			s++;
+		} else if (k > 1) {
+			for (size_t i = 0; i < k; i++)
+				cg_out_putc(o, (char)s[i]);
+			s += k;
+		} else if (*s < sizeof shorts && shorts[*s]) {
+			cg_out_putc(o, '\\');
+			cg_out_putc(o, shorts[*s]);
+			s++;
+		} else if (*s < 0x20 || *s == 0x7f) {
+			cg_out_printf(o, "\\u%04x", *s);
+			s++;
+		} else {
+			cg_out_putc(o, (char)*s++);
+		}
+	}
+}
+
+size_t cg_json_escape(char *buf, size_t n, const char *s)
+{
+	struct cg_out o;
+
+	cg_out_init(&o, buf, n);
+	if (s)
+		escape(&o, s);
+	return o.len;
+}
+
+static void put_string(struct cg_out *o, const char *key, const char *s)
+{
+	cg_out_printf(o, ",\"%s\":", key);
+	if (!s) {
+		cg_out_puts(o, "null");
+		return;
+	}
+	cg_out_putc(o, '"');
+	escape(o, s);
+	cg_out_putc(o, '"');
+}
+
+static void put_pointer(struct cg_out *o, const char *key, uintptr_t v)
+{
+	cg_out_printf(o, ",\"%s\":\"0x%" PRIxPTR "\"", key, v);
+}
+
+static void put_int(struct cg_out *o, const char *key, long v)
+{
+	cg_out_printf(o, ",\"%s\":%ld", key, v);
+}
+
+size_t cg_format_json(char *buf, size_t n, const struct cg_policy *p,
+		      const struct cg_crossing *c)
+{
+	const char kind[2] = {c->kind, '\0'};
+	const char *rule = p && c->rule >= 0 && (size_t)c->rule < p->nrules ?
+		p->rules[c->rule].name : NULL;
+	struct cg_out o;
+
+	cg_out_init(&o, buf, n);
+	cg_out_puts(&o, "{\"event\":\"crossing\"");
+	put_string(&o, "kind", kind);
+	put_string(&o, "action", cg_action_name(c->action));
+	put_string(&o, "api", c->api);
+	put_string(&o, "kernel", c->kernel);
+	put_string(&o, "demangled", c->demangled);
+	put_string(&o, "origin", c->origin);
+	put_string(&o, "load_api", c->load_api);
+	put_pointer(&o, "function", (uintptr_t)c->function);
+	put_pointer(&o, "owner_ctx", (uintptr_t)c->owner_ctx);
+	put_int(&o, "owner_dev", c->owner_dev);
+	put_pointer(&o, "launch_ctx", (uintptr_t)c->launch_ctx);
+	put_int(&o, "launch_dev", c->launch_dev);
+	put_pointer(&o, "stream", (uintptr_t)c->stream);
+	put_string(&o, "rule", rule);
+	put_int(&o, "pid", c->pid);
+	put_int(&o, "tid", c->tid);
+	if (c->kind == 'b') {
+		put_int(&o, "param", c->param);
+		cg_out_printf(&o, ",\"addr\":\"0x%llx\"", c->addr);
+		put_int(&o, "addr_dev", c->addr_dev);
+		put_string(&o, "operand", c->operand ? c->operand : "pointer");
+	}
+	cg_out_putc(&o, '}');
+	return o.len;
+}

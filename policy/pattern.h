@@ -1,0 +1,31 @@
+/* Compiled rule patterns (policy/match.c), shared with the parser only. */
+#ifndef CTXGUARD_PATTERN_H
+#define CTXGUARD_PATTERN_H
+
+#include <regex.h>
+#include <stddef.h>
+
+enum cg_pattern_kind { CG_PAT_GLOB, CG_PAT_REGEX, CG_PAT_HASH };
+
+/* What a pattern line may hold: kernel and module lines take globs and
+ * "re:" regexes, image lines only exact "fnv1a64:" hashes. */
+enum cg_pattern_field { CG_FIELD_NAME, CG_FIELD_IMAGE };
+
+struct cg_pattern {
+	struct cg_pattern *next;
+	enum cg_pattern_kind kind;
+	char *text;                /* glob, regex (without "re:") or hash */
+	regex_t re;                /* CG_PAT_REGEX only */
+};
+
+/* Compile text and append it to *list.  On a bad pattern, writes why into
+ * err (n bytes) and returns -1; the list is left unchanged. */
+int cg_pattern_add(struct cg_pattern **list, enum cg_pattern_field field,
+		   const char *text, char *err, size_t n);
+
+/* 1 when any pattern of list matches s (NULL s never matches). */
+int cg_pattern_match(const struct cg_pattern *list, const char *s);
+
+void cg_pattern_free(struct cg_pattern *list);
+
+#endif

@@ -1,0 +1,120 @@
+/* What happens on a crossing: abort, error, warn or nothing, as the policy
+ * says for the kernel's rule. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "shim.h"
+
+/* The error action's message for cuGetErrorString, per thread: a framework
+ * turns the refused launch into an exception carrying it (DeepGEMM formats
+ * cuGetErrorName/cuGetErrorString into its RuntimeError). */
+static _Thread_local struct {
+	CUresult code;
+	char text[2048];
+} refused;
+
+/* Each kernel's first few crossings are reported in full; after that they
+ * are counted, so a warn-mode loop cannot flood stderr or the log. */
+enum { REPORTS_PER_KERNEL = 8 };
+
+void cg_crossing_init(struct cg_crossing *c, char kind, const char *api, const struct cg_fn *fn,
+		      CUcontext launch_ctx, int launch_dev, CUstream stream)
+{
+	*c = (struct cg_crossing){
+		.kind = kind,
+		.api = api,
+		.kernel = fn->name,
+		.demangled = fn->demangled,
+		.origin = fn->mod ? (fn->mod->path ? fn->mod->path : fn->mod->hash) : NULL,
+		.load_api = fn->via,
+		.function = (const void *)fn->handle,
+		.owner_ctx = fn->owner,
+		.owner_dev = fn->dev,
+		.launch_ctx = launch_ctx,
+		.launch_dev = launch_dev,
+		.stream = stream,
+		.rule = fn->rule,
+		.param = -1,
+	};
+}
+
+CUresult cg_act(struct cg_crossing *c, const struct cg_fn *fn)
+{
+	int action = cg_policy_action(cg_policy, c->rule);
+	c->action = action;
+	c->pid = getpid();
+	c->tid = syscall(SYS_gettid);
+	static const enum cg_counter counter[] = {
+		[CG_ACT_OFF] = CG_C_CROSS_OFF, [CG_ACT_WARN] = CG_C_CROSS_WARN,
+		[CG_ACT_ERROR] = CG_C_CROSS_ERROR, [CG_ACT_ABORT] = CG_C_CROSS_ABORT,
+	};
+	cg_count(counter[action]);
+	if (action == CG_ACT_OFF)
+		return CUDA_SUCCESS;
+	cg_status_crossing(action);
+
+	unsigned long n = atomic_fetch_add(&((struct cg_fn *)fn)->reports, 1);
+	if (n < REPORTS_PER_KERNEL || action == CG_ACT_ABORT) {
+		/* Slow path: the buffers are sized for 2 KB demangled names
+		 * and come from the heap, not from a possibly small stack. */
+		enum { JSON = 12288, REPORT = 16384 };
+		char *buf = malloc(JSON + REPORT);
+		if (buf) {
+			cg_format_json(buf, JSON, cg_policy, c);
+			cg_log_line(buf);
+			cg_format_report(buf + JSON, REPORT, cg_policy, c);
+			cg_write_stderr(buf + JSON);
+			free(buf);
+		}
+		if (n + 1 == REPORTS_PER_KERNEL && action != CG_ACT_ABORT)
+			cg_stderr("ctxguard: further crossings by %s are counted, not printed "
+				  "(see the summary at exit)\n", fn->name);
+	}
+
+	switch (action) {
+	case CG_ACT_ABORT:
+		/* Everything is written with write(2): nothing left to flush. */
+		abort();
+	case CG_ACT_ERROR:
+		refused.code = (CUresult)cg_policy->error_code;
+		if (c->kind == 'b')
+			snprintf(refused.text, sizeof refused.text,
+				 "%s [ctxguard: %s refused: kernel %s launched on device %d "
+				 "with parameter %d on device %d]",
+				 cg_crossing_message(cg_policy, c->rule), c->api, c->kernel,
+				 c->launch_dev, c->param, c->addr_dev);
+		else
+			snprintf(refused.text, sizeof refused.text,
+				 "%s [ctxguard: %s refused: kernel %s belongs to device %d, "
+				 "launched on device %d]",
+				 cg_crossing_message(cg_policy, c->rule), c->api, c->kernel,
+				 c->owner_dev, c->launch_dev);
+		return refused.code;
+	default:
+		return CUDA_SUCCESS;
+	}
+}
+
+void cg_error_clear(void)
+{
+	refused.code = CUDA_SUCCESS;
+}
+
+const char *cg_error_message(CUresult code)
+{
+	return refused.code != CUDA_SUCCESS && refused.code == code ? refused.text : NULL;
+}
+
+CUresult cg_on_cuGetErrorString(const struct cg_variant *v, CUresult error, const char **str)
+{
+	const char *mine = cg_error_message(error);
+	if (mine && str) {
+		*str = mine;
+		return CUDA_SUCCESS;
+	}
+	return CG_REAL(cuGetErrorString, v)(error, str);
+}

@@ -1,0 +1,203 @@
+/* ctxguard [options] -- program [args...]
+ *
+ * Runs a program with libctxguard.so preloaded, the way compute-sanitizer
+ * runs one under its tools, and exits with the program's status — or with
+ * --error-exitcode's value when any process of the tree reported a
+ * crossing.  Processes report crossings by appending a line to a status
+ * file named in CTXGUARD_STATUS. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../policy/policy.h"
+
+extern char **environ;
+
+static const char usage[] =
+	"usage: ctxguard [options] -- program [args...]\n"
+	"  --mode abort|error|warn|off  action on a crossing (CTXGUARD_MODE; default abort)\n"
+	"  --scope experts|all          check expert kernels only, or every kernel (CTXGUARD_SCOPE)\n"
+	"  --operands on|off            check pointer and tensor-map operands (CTXGUARD_OPERANDS)\n"
+	"  --policy FILE                policy file (CTXGUARD_POLICY; default /etc/ctxguard/policy.conf)\n"
+	"  --log FILE                   JSON-lines event log, %p = pid (CTXGUARD_LOG)\n"
+	"  --error-exitcode N           exit with N when a crossing was reported (CTXGUARD_EXIT_CODE)\n"
+	"  --quiet                      no per-process summary line (CTXGUARD_QUIET=1)\n"
+	"  --library PATH               libctxguard.so to preload (CTXGUARD_LIBRARY)\n";
+
+static void die(const char *fmt, const char *arg)
+{
+	fprintf(stderr, "ctxguard: ");
+	fprintf(stderr, fmt, arg);
+	fprintf(stderr, "\n%s", usage);
+	exit(2);
+}
+
+/* Next to the command in a build tree, ../lib when installed. */
+static const char *find_library(void)
+{
+	static char path[PATH_MAX], resolved[PATH_MAX];
+	const char *env = getenv("CTXGUARD_LIBRARY");
+	if (env && *env)
+		return env;
+	char self[PATH_MAX - 32];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+	if (n <= 0)
+		return NULL;
+	self[n] = 0;
+	char *slash = strrchr(self, '/');
+	if (!slash)
+		return NULL;
+	*slash = 0;
+	const char *rel[] = {"/libctxguard.so", "/../lib/libctxguard.so"};
+	for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
+		snprintf(path, sizeof path, "%s%s", self, rel[i]);
+		if (access(path, R_OK) == 0)
+			return realpath(path, resolved);
+	}
+	return NULL;
+}
+
+static void setenv_checked(const char *name, const char *value)
+{
+	if (setenv(name, value, 1) != 0)
+		die("cannot set %s", name);
+}
+
+static pid_t child;
+
+static void forward(int sig)
+{
+	if (child > 0)
+		kill(child, sig);
+}
+
+int main(int argc, char **argv)
+{
+	int i = 1;
+	const char *library = NULL;
+	for (; i < argc; i++) {
+		const char *a = argv[i];
+		if (strcmp(a, "--") == 0) {
+			i++;
+			break;
+		}
+		if (a[0] != '-')
+			break;
+		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+			fputs(usage, stdout);
+			return 0;
+		}
+		if (strcmp(a, "--quiet") == 0) {
+			setenv_checked("CTXGUARD_QUIET", "1");
+			continue;
+		}
+		if (i + 1 >= argc)
+			die("%s needs a value", a);
+		const char *val = argv[++i];
+		if (strcmp(a, "--mode") == 0) {
+			if (cg_action_parse(val) < 0)
+				die("--mode %s: expected abort, error, warn or off", val);
+			setenv_checked("CTXGUARD_MODE", val);
+		} else if (strcmp(a, "--scope") == 0) {
+			if (strcmp(val, "experts") && strcmp(val, "all"))
+				die("--scope %s: expected experts or all", val);
+			setenv_checked("CTXGUARD_SCOPE", val);
+		} else if (strcmp(a, "--operands") == 0) {
+			if (strcmp(val, "on") && strcmp(val, "off"))
+				die("--operands %s: expected on or off", val);
+			setenv_checked("CTXGUARD_OPERANDS", val);
+		} else if (strcmp(a, "--policy") == 0) {
+			if (access(val, R_OK) != 0)
+				die("--policy %s: cannot read the file", val);
+			setenv_checked("CTXGUARD_POLICY", val);
+		} else if (strcmp(a, "--log") == 0) {
+			setenv_checked("CTXGUARD_LOG", val);
+		} else if (strcmp(a, "--error-exitcode") == 0) {
+			char *end;
+			long n = strtol(val, &end, 10);
+			if (*end || n < 0 || n > 255)
+				die("--error-exitcode %s: expected 0..255", val);
+			setenv_checked("CTXGUARD_EXIT_CODE", val);
+		} else if (strcmp(a, "--library") == 0) {
+			library = val;
+		} else {
+			die("unknown option %s", a);
+		}
+	}
+	if (i >= argc)
+		die("%s", "no program given");
+
+	/* The policy as the preloaded library will see it: one source of
+	 * truth for the exit code, and its errors shown once, here. */
+	struct cg_policy policy;
+	cg_policy_load(&policy, environ);
+	int exit_code = policy.exit_code;
+	cg_policy_free(&policy);
+
+	if (!library)
+		library = find_library();
+	if (!library || access(library, R_OK) != 0)
+		die("cannot find libctxguard.so (%s); use --library", library ? library : "not found");
+	const char *old = getenv("LD_PRELOAD");
+	char *preload = malloc(strlen(library) + (old ? strlen(old) : 0) + 2);
+	if (!preload)
+		die("%s", "out of memory");
+	/* After what is already there: a sanitizer runtime must stay first. */
+	sprintf(preload, "%s%s%s", old && *old ? old : "", old && *old ? ":" : "", library);
+	setenv_checked("LD_PRELOAD", preload);
+	free(preload);
+
+	char status[] = "/tmp/ctxguard.status.XXXXXX";
+	int sfd = mkstemp(status);
+	if (sfd < 0)
+		die("cannot create a status file in /tmp: %s", strerror(errno));
+	close(sfd);
+	setenv_checked("CTXGUARD_STATUS", status);
+
+	child = fork();
+	if (child < 0)
+		die("fork: %s", strerror(errno));
+	if (child == 0) {
+		execvp(argv[i], argv + i);
+		fprintf(stderr, "ctxguard: cannot run %s: %s\n", argv[i], strerror(errno));
+		_exit(127);
+	}
+	/* The terminal's signals reach the whole process group; the rest are
+	 * passed on so the program can clean up. */
+	signal(SIGINT, SIG_IGN);
+	signal(SIGQUIT, SIG_IGN);
+	signal(SIGTERM, forward);
+	signal(SIGHUP, forward);
+	int ws;
+	while (waitpid(child, &ws, 0) < 0 && errno == EINTR)
+		;
+
+	unsigned long counts[4] = {0};
+	FILE *f = fopen(status, "r");
+	char line[128];
+	while (f && fgets(line, sizeof line, f)) {
+		char word[16];
+		if (sscanf(line, "%15s", word) == 1 && cg_action_parse(word) >= 0)
+			counts[cg_action_parse(word)]++;
+	}
+	if (f)
+		fclose(f);
+	unlink(status);
+	unsigned long crossings = counts[CG_ACT_WARN] + counts[CG_ACT_ERROR] + counts[CG_ACT_ABORT];
+	if (crossings)
+		fprintf(stderr, "ctxguard: %lu crossing%s reported (abort %lu, error %lu, warn %lu)\n",
+			crossings, crossings == 1 ? "" : "s", counts[CG_ACT_ABORT],
+			counts[CG_ACT_ERROR], counts[CG_ACT_WARN]);
+	if (crossings && exit_code)
+		return exit_code;
+	if (WIFSIGNALED(ws))
+		return 128 + WTERMSIG(ws);
+	return WEXITSTATUS(ws);
+}

@@ -1,0 +1,70 @@
+/* Which context a launch runs in, and which device a context is on. */
+#include "shim.h"
+#include "table.h"
+
+static struct cg_table devices = CG_TABLE_INIT;   /* CUcontext -> device + 1 */
+
+CUcontext cg_current_ctx(void)
+{
+	CUcontext c = NULL;
+	if (cg_call.cuCtxGetCurrent(&c) != CUDA_SUCCESS)
+		return NULL;
+	return c;
+}
+
+/* The stream's context decides, as measured on H200s; the NULL, legacy and
+ * per-thread streams belong to whatever context is current. */
+CUcontext cg_launch_ctx(CUstream s)
+{
+	if ((uintptr_t)s <= (uintptr_t)CU_STREAM_PER_THREAD)
+		return cg_current_ctx();
+	CUcontext c = NULL;
+	if (cg_call.cuStreamGetCtx(s, &c) != CUDA_SUCCESS)
+		return NULL;
+	return c;
+}
+
+static int query_device(CUcontext ctx)
+{
+	CUdevice d;
+	if (cg_call.cuCtxGetDevice_v2)
+		return cg_call.cuCtxGetDevice_v2(&d, ctx) == CUDA_SUCCESS ? (int)d : -1;
+	/* Drivers before 13.0: make ctx current for the question. */
+	if (cg_call.cuCtxPushCurrent_v2(ctx) != CUDA_SUCCESS)
+		return -1;
+	int dev = cg_call.cuCtxGetDevice(&d) == CUDA_SUCCESS ? (int)d : -1;
+	CUcontext popped;
+	cg_call.cuCtxPopCurrent_v2(&popped);
+	return dev;
+}
+
+int cg_ctx_device(CUcontext ctx)
+{
+	if (!ctx)
+		return -1;
+	uintptr_t v = (uintptr_t)cg_table_get(&devices, (uintptr_t)ctx);
+	if (CG_LIKELY(v))
+		return (int)v - 1;
+	int dev = query_device(ctx);
+	if (dev >= 0)
+		cg_table_put(&devices, (uintptr_t)ctx, (void *)(uintptr_t)(dev + 1));
+	return dev;
+}
+
+void cg_ctx_forget(CUcontext ctx)
+{
+	cg_table_del(&devices, (uintptr_t)ctx);
+}
+
+void cg_context_reset(void)
+{
+	cg_table_reset(&devices);
+}
+
+CUresult cg_on_cuCtxDestroy(const struct cg_variant *v, CUcontext ctx)
+{
+	CUresult rc = CG_REAL(cuCtxDestroy, v)(ctx);
+	if (rc == CUDA_SUCCESS)
+		cg_ctx_forget(ctx);
+	return rc;
+}

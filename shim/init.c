@@ -1,0 +1,85 @@
+/* Start-up: nothing happens at load time but registering the fork handler;
+ * the first hooked call loads the policy, finds libcuda and resolves the
+ * real functions.  A process that never touches CUDA pays nothing. */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+
+#include "shim.h"
+
+extern char **environ;
+
+_Atomic int cg_state;                    /* 0 new, 1 starting, 2 ready, 3 inert */
+_Thread_local int cg_in_hook;
+const struct cg_policy *cg_policy;
+struct cg_calls cg_call;
+
+static struct cg_policy policy;
+
+static int start(void)
+{
+	cg_policy_load(&policy, environ);
+	cg_policy = &policy;
+	const char *path = getenv("CTXGUARD_LIBCUDA");
+	if (!path || !*path)
+		path = "libcuda.so.1";
+	void *h = dlopen(path, RTLD_LAZY | RTLD_NOLOAD);
+	if (!h)
+		h = dlopen(path, RTLD_LAZY);
+	if (!h)
+		return 0;        /* no driver: inert, every wrapper forwards */
+	cg_entry_resolve(h);
+#define X(name, params) cg_call.name = (CUresult(*) params)cg_real_dlsym(h, #name);
+	CG_CALLS(X)
+#undef X
+	if (!cg_call.cuCtxGetCurrent || !cg_call.cuStreamGetCtx)
+		return 0;
+	cg_report_start();
+	return 1;
+}
+
+int cg_init(void)
+{
+	int s = atomic_load_explicit(&cg_state, memory_order_acquire);
+	if (s == 2)
+		return 1;
+	/* Re-entered from inside start() (libcuda's constructors may call
+	 * dlsym): answer "not ready" so the call passes through untouched. */
+	if (s == 3 || cg_in_hook)
+		return 0;
+	int expected = 0;
+	if (atomic_compare_exchange_strong(&cg_state, &expected, 1)) {
+		cg_in_hook = 1;
+		s = start() ? 2 : 3;
+		cg_in_hook = 0;
+		atomic_store_explicit(&cg_state, s, memory_order_release);
+		return s == 2;
+	}
+	while ((s = atomic_load_explicit(&cg_state, memory_order_acquire)) == 1)
+		sched_yield();
+	return s == 2;
+}
+
+/* CUDA state does not survive fork: the child starts with empty registries
+ * and its own log file (%p), keeping the policy and the real functions. */
+static void after_fork_child(void)
+{
+	if (atomic_load(&cg_state) != 2)
+		return;
+	cg_registry_reset();
+	cg_context_reset();
+	cg_memory_reset();
+	cg_report_forked();
+}
+
+__attribute__((constructor)) static void at_load(void)
+{
+	pthread_atfork(NULL, NULL, after_fork_child);
+}
+
+__attribute__((destructor)) static void at_unload(void)
+{
+	if (atomic_load(&cg_state) == 2)
+		cg_report_summary();
+}

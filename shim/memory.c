@@ -1,0 +1,286 @@
+/* Where device memory lives: address -> device, kept current by the
+ * allocation hooks, with cuPointerGetAttributes as the fallback for memory
+ * allocated out of ctxguard's sight.
+ *
+ * The map is kept per 2 MiB granule, the unit in which the driver maps
+ * device memory (cuMemAlloc sub-allocates from per-device 2 MiB pages; VMM
+ * granularity is at least that), so an interior pointer — a tensor view
+ * into a caching allocator's segment — is one lock-free table read. */
+#include <pthread.h>
+
+#include "shim.h"
+#include "table.h"
+
+enum { SHIFT = 21, TAG_ANY = 255, NEG = 4096 };
+
+/* Granule -> (allocations covering it << 8 | tag), tag = device + 1 or
+ * TAG_ANY for memory every device may reach (managed, host-mapped). */
+static struct cg_table granules = CG_TABLE_INIT;
+/* Allocation base -> (size << 8 | tag), to undo a free. */
+static struct cg_table allocs = CG_TABLE_INIT;
+/* VMM physical handle -> tag. */
+static struct cg_table handles = CG_TABLE_INIT;
+/* Granules known not to be device memory (direct-mapped, lossy). */
+static _Atomic uintptr_t negative[NEG];
+/* Read-modify-write of granule counts; readers never take it. */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void mark(uintptr_t base, size_t size, int tag)
+{
+	if (!base || !size)
+		return;
+	pthread_mutex_lock(&lock);
+	for (uintptr_t g = base >> SHIFT; g <= (base + size - 1) >> SHIFT; g++) {
+		uintptr_t v = (uintptr_t)cg_table_get(&granules, g);
+		uintptr_t n = v && (int)(v & 255) == tag ? (v >> 8) + 1 : 1;
+		cg_table_put(&granules, g, (void *)(n << 8 | (uintptr_t)tag));
+		atomic_store_explicit(&negative[g % NEG], 0, memory_order_relaxed);
+	}
+	pthread_mutex_unlock(&lock);
+}
+
+static void unmark(uintptr_t base, size_t size)
+{
+	if (!base || !size)
+		return;
+	pthread_mutex_lock(&lock);
+	for (uintptr_t g = base >> SHIFT; g <= (base + size - 1) >> SHIFT; g++) {
+		uintptr_t v = (uintptr_t)cg_table_get(&granules, g);
+		if (!v)
+			continue;
+		if ((v >> 8) <= 1)
+			cg_table_del(&granules, g);
+		else
+			cg_table_put(&granules, g, (void *)(v - 256));
+	}
+	pthread_mutex_unlock(&lock);
+}
+
+static void remember(uintptr_t base, size_t size, int tag)
+{
+	if (!base)
+		return;
+	cg_table_put(&allocs, base, (void *)(((uintptr_t)size << 8) | (uintptr_t)tag));
+	mark(base, size, tag);
+}
+
+static void forget(uintptr_t base)
+{
+	uintptr_t v = (uintptr_t)cg_table_del(&allocs, base);
+	if (v)
+		unmark(base, v >> 8);
+}
+
+static int tag_of_ctx(CUcontext ctx)
+{
+	int d = cg_ctx_device(ctx);
+	return d >= 0 && d < TAG_ANY - 1 ? d + 1 : 0;
+}
+
+/* What the driver says about an address nobody told us about; the answer
+ * is kept for the granule, until an allocation hook says otherwise. */
+static int ask_driver(uintptr_t a)
+{
+	CUmemorytype type = 0;
+	int ordinal = -1;
+	unsigned int managed = 0;
+	CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+				       CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+				       CU_POINTER_ATTRIBUTE_IS_MANAGED};
+	void *data[] = {&type, &ordinal, &managed};
+	uintptr_t g = a >> SHIFT;
+	if (!cg_call.cuPointerGetAttributes ||
+	    cg_call.cuPointerGetAttributes(3, attrs, data, (CUdeviceptr)a) != CUDA_SUCCESS ||
+	    (type != CU_MEMORYTYPE_DEVICE && !managed)) {
+		atomic_store_explicit(&negative[g % NEG], g + 1, memory_order_relaxed);
+		return CG_MEM_NONE;
+	}
+	int tag = managed ? TAG_ANY : ordinal >= 0 && ordinal < TAG_ANY - 1 ? ordinal + 1 : 0;
+	if (!tag)
+		return CG_MEM_NONE;
+	mark(g << SHIFT, (size_t)1 << SHIFT, tag);
+	return tag == TAG_ANY ? CG_MEM_ANY : tag - 1;
+}
+
+int cg_mem_device(uintptr_t a)
+{
+	/* Small integers and non-canonical values are not user addresses:
+	 * most 8-byte kernel parameters that are not pointers end here. */
+	if (a < 0x10000 || (a >> 47))
+		return CG_MEM_NONE;
+	uintptr_t v = (uintptr_t)cg_table_get(&granules, a >> SHIFT);
+	if (CG_LIKELY(v)) {
+		int tag = (int)(v & 255);
+		return tag == TAG_ANY ? CG_MEM_ANY : tag - 1;
+	}
+	if (atomic_load_explicit(&negative[(a >> SHIFT) % NEG], memory_order_relaxed) ==
+	    (a >> SHIFT) + 1)
+		return CG_MEM_NONE;
+	return ask_driver(a);
+}
+
+void cg_memory_reset(void)
+{
+	pthread_mutex_init(&lock, NULL);
+	cg_table_reset(&granules);
+	cg_table_reset(&allocs);
+	cg_table_reset(&handles);
+	for (int i = 0; i < NEG; i++)
+		atomic_store_explicit(&negative[i], 0, memory_order_relaxed);
+}
+
+/* ---- the allocation hooks ---- */
+
+CUresult cg_on_cuMemAlloc(const struct cg_variant *v, CUdeviceptr *dptr, size_t bytesize)
+{
+	CUresult rc = CG_REAL(cuMemAlloc, v)(dptr, bytesize);
+	if (rc == CUDA_SUCCESS && dptr)
+		remember(*dptr, bytesize, tag_of_ctx(cg_current_ctx()));
+	return rc;
+}
+
+CUresult cg_on_cuMemAllocPitch(const struct cg_variant *v, CUdeviceptr *dptr, size_t *pPitch,
+			       size_t WidthInBytes, size_t Height, unsigned int ElementSizeBytes)
+{
+	CUresult rc = CG_REAL(cuMemAllocPitch, v)(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+	if (rc == CUDA_SUCCESS && dptr && pPitch)
+		remember(*dptr, *pPitch * Height, tag_of_ctx(cg_current_ctx()));
+	return rc;
+}
+
+/* Stream-ordered allocations come from the stream's device's pool. */
+CUresult cg_on_cuMemAllocAsync(const struct cg_variant *v, CUdeviceptr *dptr, size_t bytesize,
+			       CUstream hStream)
+{
+	CUresult rc = CG_REAL(cuMemAllocAsync, v)(dptr, bytesize, hStream);
+	if (rc == CUDA_SUCCESS && dptr)
+		remember(*dptr, bytesize, tag_of_ctx(cg_launch_ctx(hStream)));
+	return rc;
+}
+
+/* A pool may live on another device than the stream: ask the driver. */
+CUresult cg_on_cuMemAllocFromPoolAsync(const struct cg_variant *v, CUdeviceptr *dptr,
+				       size_t bytesize, CUmemoryPool pool, CUstream hStream)
+{
+	CUresult rc = CG_REAL(cuMemAllocFromPoolAsync, v)(dptr, bytesize, pool, hStream);
+	if (rc != CUDA_SUCCESS || !dptr)
+		return rc;
+	int ordinal = -1;
+	int tag = cg_call.cuPointerGetAttribute &&
+			  cg_call.cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+							*dptr) == CUDA_SUCCESS && ordinal >= 0
+		  ? ordinal + 1
+		  : tag_of_ctx(cg_launch_ctx(hStream));
+	remember(*dptr, bytesize, tag);
+	return rc;
+}
+
+CUresult cg_on_cuMemAllocManaged(const struct cg_variant *v, CUdeviceptr *dptr, size_t bytesize,
+				 unsigned int flags)
+{
+	CUresult rc = CG_REAL(cuMemAllocManaged, v)(dptr, bytesize, flags);
+	if (rc == CUDA_SUCCESS && dptr)
+		remember(*dptr, bytesize, TAG_ANY);
+	return rc;
+}
+
+/* Unpublish before the real free: the driver may hand the range out again
+ * at once on another thread. */
+CUresult cg_on_cuMemFree(const struct cg_variant *v, CUdeviceptr dptr)
+{
+	forget(dptr);
+	return CG_REAL(cuMemFree, v)(dptr);
+}
+
+CUresult cg_on_cuMemFreeAsync(const struct cg_variant *v, CUdeviceptr dptr, CUstream hStream)
+{
+	forget(dptr);
+	return CG_REAL(cuMemFreeAsync, v)(dptr, hStream);
+}
+
+/* Pinned host memory is reachable from every device (UVA). */
+CUresult cg_on_cuMemHostAlloc(const struct cg_variant *v, void **pp, size_t bytesize,
+			      unsigned int Flags)
+{
+	CUresult rc = CG_REAL(cuMemHostAlloc, v)(pp, bytesize, Flags);
+	if (rc == CUDA_SUCCESS && pp)
+		remember((uintptr_t)*pp, bytesize, TAG_ANY);
+	return rc;
+}
+
+CUresult cg_on_cuMemAllocHost(const struct cg_variant *v, void **pp, size_t bytesize)
+{
+	CUresult rc = CG_REAL(cuMemAllocHost, v)(pp, bytesize);
+	if (rc == CUDA_SUCCESS && pp)
+		remember((uintptr_t)*pp, bytesize, TAG_ANY);
+	return rc;
+}
+
+CUresult cg_on_cuMemFreeHost(const struct cg_variant *v, void *p)
+{
+	forget((uintptr_t)p);
+	return CG_REAL(cuMemFreeHost, v)(p);
+}
+
+CUresult cg_on_cuMemHostRegister(const struct cg_variant *v, void *p, size_t bytesize,
+				 unsigned int Flags)
+{
+	CUresult rc = CG_REAL(cuMemHostRegister, v)(p, bytesize, Flags);
+	if (rc == CUDA_SUCCESS)
+		remember((uintptr_t)p, bytesize, TAG_ANY);
+	return rc;
+}
+
+CUresult cg_on_cuMemHostUnregister(const struct cg_variant *v, void *p)
+{
+	forget((uintptr_t)p);
+	return CG_REAL(cuMemHostUnregister, v)(p);
+}
+
+/* Virtual memory management (PyTorch's expandable segments): a physical
+ * handle has a device; mapping it gives an address range that device. */
+CUresult cg_on_cuMemCreate(const struct cg_variant *v, CUmemGenericAllocationHandle *handle,
+			   size_t size, const CUmemAllocationProp *prop, unsigned long long flags)
+{
+	CUresult rc = CG_REAL(cuMemCreate, v)(handle, size, prop, flags);
+	if (rc == CUDA_SUCCESS && handle && prop && *handle) {
+		int tag = prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE &&
+				  prop->location.id >= 0 && prop->location.id < TAG_ANY - 1
+			  ? prop->location.id + 1
+			  : TAG_ANY;
+		cg_table_put(&handles, (uintptr_t)*handle, (void *)(uintptr_t)tag);
+	}
+	return rc;
+}
+
+CUresult cg_on_cuMemRelease(const struct cg_variant *v, CUmemGenericAllocationHandle handle)
+{
+	cg_table_del(&handles, (uintptr_t)handle);
+	return CG_REAL(cuMemRelease, v)(handle);
+}
+
+CUresult cg_on_cuMemMap(const struct cg_variant *v, CUdeviceptr ptr, size_t size, size_t offset,
+			CUmemGenericAllocationHandle handle, unsigned long long flags)
+{
+	CUresult rc = CG_REAL(cuMemMap, v)(ptr, size, offset, handle, flags);
+	uintptr_t tag = (uintptr_t)cg_table_get(&handles, (uintptr_t)handle);
+	/* An imported handle is unknown here; the fallback learns it. */
+	if (rc == CUDA_SUCCESS && tag)
+		mark(ptr, size, (int)tag);
+	return rc;
+}
+
+CUresult cg_on_cuMemUnmap(const struct cg_variant *v, CUdeviceptr ptr, size_t size)
+{
+	unmark(ptr, size);
+	return CG_REAL(cuMemUnmap, v)(ptr, size);
+}
+
+CUresult cg_on_cuMemAddressFree(const struct cg_variant *v, CUdeviceptr ptr, size_t size)
+{
+	pthread_mutex_lock(&lock);
+	for (uintptr_t g = ptr >> SHIFT; size && g <= (ptr + size - 1) >> SHIFT; g++)
+		cg_table_del(&granules, g);
+	pthread_mutex_unlock(&lock);
+	return CG_REAL(cuMemAddressFree, v)(ptr, size);
+}

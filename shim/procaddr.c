@@ -1,0 +1,59 @@
+/* cuGetProcAddress: libcudart (and so PyTorch) resolves every driver entry
+ * point through it, starting with cuGetProcAddress itself.  The real lookup
+ * runs first, so the driver alone decides the variant (cudaVersion, the
+ * per-thread-stream flag); the pointer it returns is then swapped for our
+ * wrapper of that same variant, found by identity.  The self-lookup returns
+ * the real cuGetProcAddress[_v2], which maps to these very hooks. */
+#include <string.h>
+
+#include "shim.h"
+
+/* A hooked family whose pointer is no libcuda export we know would escape
+ * checking: say so once per family instead of ignoring it. */
+static void unmapped(const char *symbol, int version, cuuint64_t flags, void *p)
+{
+	static _Atomic unsigned char said[CG_NVARIANTS];
+	for (int i = 0; i < CG_NVARIANTS; i++) {
+		if (strcmp(cg_variants[i].family, symbol) != 0 &&
+		    strcmp(cg_variants[i].symbol, symbol) != 0)
+			continue;
+		if (atomic_exchange(&said[i], 1))
+			return;
+		cg_stderr("ctxguard: cuGetProcAddress(\"%s\", %d, %#llx) returned %p, "
+			  "which is not a libcuda export ctxguard knows: calls through it "
+			  "are not checked\n", symbol, version, (unsigned long long)flags, p);
+		cg_log_event("unmapped", "\"symbol\":\"%s\",\"version\":%d,\"flags\":%llu",
+			     symbol, version, (unsigned long long)flags);
+		return;
+	}
+}
+
+static CUresult finish(CUresult rc, const char *symbol, void **pfn, int version,
+		       cuuint64_t flags)
+{
+	if (rc != CUDA_SUCCESS || !pfn || !*pfn || !symbol)
+		return rc;
+	void *h = cg_hook_for_real(*pfn);
+	if (h) {
+		*pfn = h;
+		cg_count(CG_C_HOOKED_PROCADDR);
+	} else {
+		unmapped(symbol, version, flags, *pfn);
+	}
+	return rc;
+}
+
+CUresult cg_on_cuGetProcAddress(const struct cg_variant *v, const char *symbol,
+				void **pfn, int cudaVersion, cuuint64_t flags)
+{
+	CUresult rc = CG_REAL(cuGetProcAddress, v)(symbol, pfn, cudaVersion, flags);
+	return finish(rc, symbol, pfn, cudaVersion, flags);
+}
+
+CUresult cg_on_cuGetProcAddress_v2(const struct cg_variant *v, const char *symbol,
+				   void **pfn, int cudaVersion, cuuint64_t flags,
+				   CUdriverProcAddressQueryResult *status)
+{
+	CUresult rc = CG_REAL(cuGetProcAddress_v2, v)(symbol, pfn, cudaVersion, flags, status);
+	return finish(rc, symbol, pfn, cudaVersion, flags);
+}

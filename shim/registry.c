@@ -1,0 +1,220 @@
+/* Modules, libraries and functions, each with the context that owns it.
+ *
+ * Records are immutable once published and never freed: a launch racing an
+ * unload may still hold one.  Removing a handle only unpublishes it, so a
+ * handle the driver hands out again after an unload starts from nothing
+ * and never carries its old owner. */
+#include <dlfcn.h>
+#include <elf.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shim.h"
+#include "table.h"
+
+static struct cg_table mods = CG_TABLE_INIT;   /* CUmodule -> cg_mod */
+static struct cg_table libs = CG_TABLE_INIT;   /* CUlibrary -> cg_mod */
+static struct cg_table fns = CG_TABLE_INIT;    /* CUfunction/CUkernel -> cg_fn */
+static _Atomic size_t nexperts;
+
+/* Unpublished records stay reachable from here (and so are not leaks). */
+static pthread_mutex_t keep_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct kept { struct kept *next; } *kept;
+
+static void *record(size_t size)
+{
+	struct kept *k = calloc(1, sizeof *k + size);
+	if (!k)
+		return NULL;
+	pthread_mutex_lock(&keep_lock);
+	k->next = kept;
+	kept = k;
+	pthread_mutex_unlock(&keep_lock);
+	return k + 1;
+}
+
+static char *keep_string(const char *s)
+{
+	if (!s)
+		return NULL;
+	size_t n = strlen(s) + 1;
+	char *p = record(n);
+	if (p)
+		memcpy(p, s, n);
+	return p;
+}
+
+/* __cxa_demangle lives in libstdc++, which a CUDA program nearly always has
+ * loaded; without it names stay mangled. */
+static const char *demangle(const char *name)
+{
+	typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
+	static _Atomic(demangle_fn) fn;
+	if (!name || name[0] != '_' || name[1] != 'Z')
+		return NULL;
+	demangle_fn f = atomic_load(&fn);
+	if (!f) {
+		f = (demangle_fn)cg_real_dlsym(RTLD_DEFAULT, "__cxa_demangle");
+		if (!f)
+			return NULL;
+		atomic_store(&fn, f);
+	}
+	int status = 0;
+	char *out = f(name, NULL, NULL, &status);
+	if (!out || status != 0)
+		return NULL;
+	const char *kept_out = keep_string(out);
+	free(out);
+	return kept_out;
+}
+
+/* How many bytes an in-memory image spans: cubin (ELF), fatbin, fatbin
+ * wrapper, or text (PTX, or anything NUL-terminated). */
+static size_t image_size(const void **image)
+{
+	const unsigned char *p = *image;
+	const uint32_t fatbin_magic = 0xBA55ED50, wrapper_magic = 0x466243b1;
+	uint32_t magic;
+	memcpy(&magic, p, 4);
+	if (magic == wrapper_magic) {            /* __fatBinC_Wrapper_t */
+		const void *data;
+		memcpy(&data, p + 8, sizeof data);
+		*image = data;
+		return image_size(image);
+	}
+	if (magic == fatbin_magic) {
+		uint16_t header;
+		uint64_t body;
+		memcpy(&header, p + 6, 2);
+		memcpy(&body, p + 8, 8);
+		return header + body;
+	}
+	if (memcmp(p, ELFMAG, SELFMAG) == 0 && p[EI_CLASS] == ELFCLASS64) {
+		Elf64_Ehdr eh;
+		memcpy(&eh, p, sizeof eh);
+		size_t end = eh.e_shoff + (size_t)eh.e_shnum * eh.e_shentsize;
+		size_t ph = eh.e_phoff + (size_t)eh.e_phnum * eh.e_phentsize;
+		return end > ph ? end : ph;
+	}
+	return strlen((const char *)p);
+}
+
+static const char *image_hash(const void *image)
+{
+	if (!image)
+		return NULL;
+	size_t n = image_size(&image);
+	const size_t cap = (size_t)256 << 20;   /* a sanity bound, not a limit */
+	char hex[25];
+	cg_fnv1a64_hex(image, n < cap ? n : cap, hex);
+	return keep_string(hex);
+}
+
+const struct cg_mod *cg_mod_add(uintptr_t handle, CUcontext owner, const char *via,
+				const char *path, const void *image,
+				const struct cg_mod *lib)
+{
+	struct cg_mod *m = record(sizeof *m);
+	if (!m)
+		return NULL;
+	m->handle = handle;
+	m->owner = owner;
+	m->dev = owner ? cg_ctx_device(owner) : -1;
+	m->via = via;
+	m->path = keep_string(path ? path : lib ? lib->path : NULL);
+	m->hash = image ? image_hash(image) : lib ? lib->hash : NULL;
+	m->lib = lib;
+	cg_table_put(owner || lib ? &mods : &libs, handle, m);
+	return m;
+}
+
+const struct cg_mod *cg_mod_get(uintptr_t handle)
+{
+	return cg_table_get(&mods, handle);
+}
+
+const struct cg_mod *cg_lib_get(uintptr_t handle)
+{
+	return cg_table_get(&libs, handle);
+}
+
+static int fn_of(void *val, const void *mod)
+{
+	const struct cg_fn *f = val;
+	return f->mod && (f->mod == mod || f->mod->lib == mod);
+}
+
+static int mod_of(void *val, const void *lib)
+{
+	return ((const struct cg_mod *)val)->lib == lib;
+}
+
+void cg_mod_remove(uintptr_t handle)
+{
+	const struct cg_mod *m = cg_table_del(&mods, handle);
+	if (!m) {
+		m = cg_table_del(&libs, handle);
+		if (m)
+			cg_table_sweep(&mods, mod_of, m);
+	}
+	if (m)
+		cg_table_sweep(&fns, fn_of, m);
+}
+
+const struct cg_fn *cg_fn_add(uintptr_t handle, CUcontext owner, unsigned flags,
+			      const char *via, const char *name, const struct cg_mod *mod)
+{
+	struct cg_fn *f = record(sizeof *f);
+	if (!f)
+		return NULL;
+	f->handle = handle;
+	f->owner = owner;
+	f->dev = owner ? cg_ctx_device(owner) : -1;
+	f->flags = flags;
+	f->via = via;
+	f->name = keep_string(name ? name : "<unnamed>");
+	f->demangled = demangle(name);
+	f->mod = mod;
+	f->rule = cg_policy_match(cg_policy, f->name, f->demangled,
+				  mod ? mod->path : NULL, mod ? mod->hash : NULL);
+	if (f->rule >= 0)
+		atomic_fetch_add(&nexperts, 1);
+	cg_table_put(&fns, handle, f);
+	return f;
+}
+
+const struct cg_fn *cg_fn_get(uintptr_t handle)
+{
+	return cg_table_get(&fns, handle);
+}
+
+const struct cg_fn *cg_fn_seen(uintptr_t handle)
+{
+	const char *name = NULL;
+	unsigned flags = 0;
+	if (!cg_call.cuFuncGetName ||
+	    cg_call.cuFuncGetName(&name, (CUfunction)handle) != CUDA_SUCCESS) {
+		/* Not a CUfunction: a CUkernel cast to one (cudart's lazy
+		 * loading hands those out), or nothing the driver knows. */
+		if (!cg_call.cuKernelGetName ||
+		    cg_call.cuKernelGetName(&name, (CUkernel)handle) != CUDA_SUCCESS)
+			return NULL;
+		flags = CG_FN_KERNEL;
+	}
+	return cg_fn_add(handle, NULL, flags, "first launch", name, NULL);
+}
+
+void cg_registry_counts(size_t *nmods, size_t *nfns, size_t *nexp)
+{
+	*nmods = cg_table_live(&mods) + cg_table_live(&libs);
+	*nfns = cg_table_live(&fns);
+	*nexp = atomic_load(&nexperts);
+}
+
+void cg_registry_reset(void)
+{
+	cg_table_reset(&mods);
+	cg_table_reset(&libs);
+	cg_table_reset(&fns);
+	atomic_store(&nexperts, 0);
+}

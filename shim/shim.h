@@ -1,0 +1,235 @@
+/* Internal interface of the interposition layer. */
+#ifndef CTXGUARD_SHIM_H
+#define CTXGUARD_SHIM_H
+
+/* Every versioned variant (_v2, _ptsz...) declared under its own name. */
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <cuda.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../policy/policy.h"
+
+#define CG_EXPORT __attribute__((visibility("default")))
+/* For code that runs while a sanitizer runtime is still initialising. */
+#define CG_NO_SANITIZE __attribute__((no_sanitize("address", "undefined"), no_sanitize_thread))
+#define CG_LIKELY(x) __builtin_expect(!!(x), 1)
+#define CG_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define CG_EXPAND(...) __VA_ARGS__
+/* (a, b) -> a, b after the argument itself is macro-expanded */
+#define CG_UNPAREN(x) CG_EXPAND x
+
+/* ---- hooked entry points (shim/entry.c, generated from hooks.def) ---- */
+
+struct cg_variant {
+	const char *symbol;        /* exported name, e.g. "cuLaunchKernel_ptsz" */
+	const char *family;        /* name cuGetProcAddress is asked for */
+	void *hook;                /* our exported wrapper */
+	void *real;                /* libcuda's function, NULL if absent */
+};
+
+#define FAMILY(fam) typedef CUresult(*cg_pfn_##fam) P_##fam;
+#define VARIANT(fam, sym)
+#include "hooks.def"
+#undef FAMILY
+#undef VARIANT
+
+enum {
+#define FAMILY(fam)
+#define VARIANT(fam, sym) CG_V_##sym,
+#include "hooks.def"
+#undef FAMILY
+#undef VARIANT
+	CG_NVARIANTS
+};
+
+extern struct cg_variant cg_variants[CG_NVARIANTS];
+
+#define FAMILY(fam) CUresult cg_on_##fam(const struct cg_variant *v, CG_UNPAREN(P_##fam));
+#define VARIANT(fam, sym)
+#include "hooks.def"
+#undef FAMILY
+#undef VARIANT
+
+/* Call the real variant behind v. */
+#define CG_REAL(fam, v) ((cg_pfn_##fam)(v)->real)
+
+/* The hook that stands for real function p, or NULL: the identity map that
+ * dlsym and cuGetProcAddress use. */
+void *cg_hook_for_real(const void *p);
+/* The variant named `symbol` (exact exported name), or NULL. */
+const struct cg_variant *cg_variant_named(const char *symbol);
+void cg_entry_resolve(void *libcuda);   /* fills every .real */
+
+/* ---- real driver functions the shim calls but does not hook ---- */
+
+#define CG_CALLS(X)                                                          \
+	X(cuCtxGetCurrent, (CUcontext * pctx))                               \
+	X(cuStreamGetCtx, (CUstream s, CUcontext * pctx))                    \
+	X(cuCtxGetDevice, (CUdevice * dev))                                  \
+	X(cuCtxGetDevice_v2, (CUdevice * dev, CUcontext ctx))                \
+	X(cuCtxPushCurrent_v2, (CUcontext ctx))                              \
+	X(cuCtxPopCurrent_v2, (CUcontext * pctx))                            \
+	X(cuFuncGetName, (const char **name, CUfunction f))                  \
+	X(cuKernelGetName, (const char **name, CUkernel k))                  \
+	X(cuFuncGetParamInfo, (CUfunction f, size_t i, size_t *off, size_t *size)) \
+	X(cuKernelGetParamInfo, (CUkernel k, size_t i, size_t *off, size_t *size)) \
+	X(cuPointerGetAttribute, (void *data, CUpointer_attribute a, CUdeviceptr p)) \
+	X(cuPointerGetAttributes, (unsigned n, CUpointer_attribute *a, void **data, CUdeviceptr p)) \
+	X(cuGetErrorName, (CUresult e, const char **name))
+
+struct cg_calls {
+#define X(name, params) CUresult(*name) params;
+	CG_CALLS(X)
+#undef X
+};
+extern struct cg_calls cg_call;
+
+/* ---- libc without our own hooks (shim/libc.c) ---- */
+
+/* 0: dlsym, 1: dlvsym; NULL only if libc has neither (then nothing works). */
+void *cg_real_libc(int which);
+void *cg_real_dlsym(void *handle, const char *name);
+void *cg_real_dlvsym(void *handle, const char *name, const char *version);
+
+/* ---- start-up (shim/init.c) ---- */
+
+extern const struct cg_policy *cg_policy;   /* valid once cg_ready() */
+/* Lazy, thread-safe initialisation; false when libcuda is absent (the
+ * library is then inert) or when called re-entrantly during init. */
+int cg_init(void);
+extern _Atomic int cg_state;                 /* 2: ready */
+static inline int cg_ready(void)
+{
+	return CG_LIKELY(atomic_load_explicit(&cg_state, memory_order_acquire) == 2) || cg_init();
+}
+extern _Thread_local int cg_in_hook;         /* recursion guard */
+
+/* ---- registries (shim/registry.c) ---- */
+
+struct cg_mod {
+	uintptr_t handle;          /* CUmodule or CUlibrary */
+	CUcontext owner;           /* NULL for a library: context-independent */
+	int dev;
+	const char *via;           /* API that loaded it */
+	const char *path;          /* file, or NULL */
+	const char *hash;          /* "fnv1a64:..." of the image, or NULL */
+	const struct cg_mod *lib;  /* module handed out by cuLibraryGetModule */
+};
+
+enum { CG_FN_KERNEL = 1 };     /* CUkernel: context-independent, never kind (a) */
+
+struct cg_fn {
+	uintptr_t handle;          /* CUfunction or CUkernel */
+	CUcontext owner;           /* NULL for CUkernel */
+	int dev;
+	unsigned flags;
+	int rule;                  /* policy rule index, -1: not an expert */
+	const char *via;           /* API that produced the handle */
+	const char *name;
+	const char *demangled;     /* NULL when not a C++ name */
+	const struct cg_mod *mod;  /* module or library, NULL if unknown */
+	_Atomic unsigned long reports; /* crossings printed, to rate-limit */
+	_Atomic(const struct cg_layout *) layout; /* filled on first check */
+};
+
+void cg_registry_reset(void);
+const struct cg_mod *cg_mod_add(uintptr_t handle, CUcontext owner, const char *via,
+				const char *path, const void *image,
+				const struct cg_mod *lib);
+const struct cg_mod *cg_mod_get(uintptr_t handle);
+const struct cg_mod *cg_lib_get(uintptr_t handle);
+void cg_mod_remove(uintptr_t handle);        /* module or library, and its functions */
+const struct cg_fn *cg_fn_add(uintptr_t handle, CUcontext owner, unsigned flags,
+			      const char *via, const char *name, const struct cg_mod *mod);
+/* Lock-free: the launch path's only registry read. */
+const struct cg_fn *cg_fn_get(uintptr_t handle);
+/* A function first met at launch (loaded out of sight): registered once,
+ * unowned, so its operands can be checked under scope all. */
+const struct cg_fn *cg_fn_seen(uintptr_t handle);
+void cg_registry_counts(size_t *mods, size_t *fns, size_t *experts);
+
+/* ---- contexts (shim/context.c) ---- */
+
+CUcontext cg_current_ctx(void);
+/* The context a launch on stream s runs in (current for NULL/legacy/ptds). */
+CUcontext cg_launch_ctx(CUstream s);
+int cg_ctx_device(CUcontext ctx);            /* -1 if unknown; cached */
+void cg_ctx_forget(CUcontext ctx);
+void cg_context_reset(void);
+
+/* ---- operands (shim/memory.c, shim/tensormap.c, shim/layout.c) ---- */
+
+enum { CG_MEM_NONE = -1, CG_MEM_ANY = -2 };
+/* Device holding address a, CG_MEM_ANY (managed, host-mapped) or
+ * CG_MEM_NONE (not device memory).  Lock-free unless never seen before. */
+int cg_mem_device(uintptr_t a);
+void cg_memory_reset(void);
+
+struct cg_tmap {
+	uintptr_t addr;            /* global address */
+	int dtype, rank;
+	uint64_t dims[5];
+	uint32_t box[5];
+};
+/* The tensor map whose 128 descriptor bytes are desc, if ctxguard saw it
+ * encoded (bounded: the oldest are forgotten). */
+int cg_tmap_find(const void *desc, struct cg_tmap *out);
+void cg_tmap_describe(const struct cg_tmap *t, char *buf, size_t n);
+
+enum { CG_P_PTR = 1, CG_P_TMAP = 2 };
+struct cg_layout {
+	unsigned n;                /* pointer and tensor-map parameters only */
+	struct { uint16_t index; uint16_t kind; uint32_t offset; } p[];
+};
+/* The parameters worth checking, from cuFuncGetParamInfo, once per
+ * function (cached in the record). */
+const struct cg_layout *cg_layout_of(const struct cg_fn *fn);
+
+/* Kind (b) for one launch of fn in ctx (shim/operands.c). */
+CUresult cg_check_operands(const char *api, const struct cg_fn *fn, CUcontext ctx,
+			   CUstream stream, void **params, void **extra);
+
+/* ---- launch checks (shim/launch.c) ---- */
+
+/* CUDA_SUCCESS to go on with the real call, else the code to return.
+ * launch_ctx NULL: the stream's (or current) context. */
+CUresult cg_check_launch(const char *api, CUfunction f, CUcontext launch_ctx,
+			 CUstream stream, void **params, void **extra);
+
+/* ---- actions (shim/action.c) ---- */
+
+/* A crossing by fn, launched in launch_ctx, with everything the report
+ * names filled in; kind (b) adds the operand fields. */
+void cg_crossing_init(struct cg_crossing *c, char kind, const char *api, const struct cg_fn *fn,
+		      CUcontext launch_ctx, int launch_dev, CUstream stream);
+
+/* Decides and carries out the action for a crossing; returns CUDA_SUCCESS
+ * (warn/off: launch anyway) or the error code to return (error).  abort
+ * does not return. */
+CUresult cg_act(struct cg_crossing *c, const struct cg_fn *fn);
+void cg_error_clear(void);                   /* a launch went through */
+/* The message that replaces cuGetErrorString's for this thread, or NULL. */
+const char *cg_error_message(CUresult code);
+
+/* ---- reporting (shim/report.c) ---- */
+
+enum cg_counter {
+	CG_C_LAUNCHES, CG_C_CROSS_ABORT, CG_C_CROSS_ERROR, CG_C_CROSS_WARN,
+	CG_C_CROSS_OFF, CG_C_HOOKED_DLSYM, CG_C_HOOKED_PROCADDR, CG_NCOUNTERS
+};
+void cg_count(enum cg_counter c);            /* sharded, no shared cache line */
+unsigned long cg_counter_total(enum cg_counter c);
+void cg_count_variant(int variant);
+void cg_report_start(void);              /* once, at init */
+void cg_report_forked(void);             /* in a forked child */
+void cg_log_line(const char *json);          /* one JSON object per line */
+void cg_log_event(const char *event, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+void cg_stderr(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void cg_write_stderr(const char *s);
+void cg_status_crossing(int action);         /* for the ctxguard command */
+void cg_report_summary(void);
+
+#endif

@@ -1,0 +1,328 @@
+/* The shim end to end on the fake driver: every route to the driver, every
+ * load API, every launch API, every action, the command, bad input.  Each
+ * case runs tests/progs/scenario in a child process under the shim. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../policy/policy.h"
+#include "spawn.h"
+
+static const char *const routes[] = {"direct", "dlsym", "procaddr", "procaddr_v1", "ptsz"};
+static const char *const loads[] = {"file", "data", "dataex", "fatbin", "library_file",
+				    "library_data", "library_module", "enumerate",
+				    "library_enumerate"};
+static const char *const launches[] = {"launch", "launchex", "coop", "multidev", "legacy",
+				       "graph_add", "graph_add_v2", "graph_set",
+				       "graph_set_v2", "graph_exec_set", "graph_exec_set_v2",
+				       "graph_node"};
+#define N(a) ((int)(sizeof a / sizeof a[0]))
+
+static struct run r;
+
+static void scenario(const char *mode, const char *route, const char *load, const char *api,
+		     const char *scase, const char *kernel, const char *extra_env)
+{
+	char m[64];
+	snprintf(m, sizeof m, "CTXGUARD_MODE=%s", mode);
+	const char *env[] = {m, extra_env ? extra_env : "CTXGUARD_SCOPE", NULL};
+	const char *argv[] = {"tests/progs/scenario", route, load, api, scase, kernel, NULL};
+	spawn(&r, env, argv);
+}
+
+/* A refused launch: exit 3, and the framework-facing string is the message. */
+static void assert_refused(void)
+{
+	ck_assert_msg(exited(&r, 3), "status %#x\nstdout:\n%s\nstderr:\n%s", r.status, r.out, r.err);
+	char want[2048];
+	snprintf(want, sizeof want, "error string: %s", cg_deepgemm_message);
+	ck_assert_msg(strstr(r.out, want), "no message in:\n%s", r.out);
+	ck_assert_msg(strstr(r.out, "launch: 400 CUDA_ERROR_INVALID_HANDLE"), "%s", r.out);
+	ck_assert_msg(strstr(r.err, "ctxguard: "), "no diagnostics:\n%s", r.err);
+}
+
+static void assert_clean(void)
+{
+	ck_assert_msg(exited(&r, 0), "status %#x\nstdout:\n%s\nstderr:\n%s", r.status, r.out, r.err);
+	ck_assert_msg(!strstr(r.err, cg_deepgemm_message), "unexpected report:\n%s", r.err);
+	ck_assert_msg(strstr(r.err, " 0 crossings"), "summary:\n%s", r.err);
+}
+
+START_TEST(every_route_is_seen)
+{
+	scenario("error", routes[_i], "library_file", "launchex", "cross", "expert", NULL);
+	assert_refused();
+	if (strncmp(routes[_i], "procaddr", 8) == 0 || strcmp(routes[_i], "ptsz") == 0)
+		ck_assert_msg(strstr(r.out, "self-lookup: hooked"),
+			      "cuGetProcAddress's self-lookup returned the real one:\n%s", r.out);
+}
+END_TEST
+
+START_TEST(every_route_same_context_is_clean)
+{
+	scenario("abort", routes[_i], "data", "launch", "same", "expert", NULL);
+	assert_clean();
+}
+END_TEST
+
+START_TEST(every_launch_api_is_checked)
+{
+	scenario("error", "procaddr", "data", launches[_i], "cross", "expert", NULL);
+	assert_refused();
+	ck_assert_msg(strstr(r.err, "via "), "diagnostics name the entry point:\n%s", r.err);
+}
+END_TEST
+
+START_TEST(every_launch_api_same_context_is_clean)
+{
+	scenario("abort", "dlsym", "data", launches[_i], "same", "expert", NULL);
+	assert_clean();
+}
+END_TEST
+
+START_TEST(every_load_api_records_the_owner)
+{
+	scenario("error", "dlsym", loads[_i], "launch", "cross", "expert", NULL);
+	assert_refused();
+}
+END_TEST
+
+START_TEST(every_load_api_same_context_is_clean)
+{
+	scenario("abort", "direct", loads[_i], "launch", "same", "expert", NULL);
+	assert_clean();
+}
+END_TEST
+
+START_TEST(cukernel_is_never_flagged)
+{
+	scenario("abort", "dlsym", _i ? "library_data" : "library_file", "launchex", "kernel",
+		 "expert", "CTXGUARD_SCOPE=all");
+	assert_clean();
+}
+END_TEST
+
+START_TEST(stream_context_decides)
+{
+	/* Device 0 current, stream of device 1: the launch is for device 1. */
+	scenario("error", "procaddr", "data", "launch", "stream", "expert", NULL);
+	assert_refused();
+	/* Device 1 current, stream of device 0: runs on device 0, its owner. */
+	scenario("abort", "procaddr", "data", "launch", "own_stream", "expert", NULL);
+	assert_clean();
+}
+END_TEST
+
+START_TEST(reused_handle_has_no_stale_owner)
+{
+	scenario("abort", "dlsym", _i ? "library_data" : "data", "launch", "reuse", "expert", NULL);
+	ck_assert_msg(strstr(r.out, "handle reused: yes"), "the fake did not reuse:\n%s", r.out);
+	assert_clean();
+}
+END_TEST
+
+START_TEST(without_shim_driver_refuses)
+{
+	const char *env[] = {"LD_PRELOAD=", NULL};
+	const char *argv[] = {"tests/progs/scenario", "dlsym", "library_file", "launchex", "cross", NULL};
+	spawn(&r, env, argv);
+	ck_assert_msg(exited(&r, 3), "%s%s", r.out, r.err);
+	ck_assert_msg(strstr(r.out, "launch: 400 CUDA_ERROR_INVALID_HANDLE"), "%s", r.out);
+	ck_assert(!strstr(r.out, cg_deepgemm_message));
+}
+END_TEST
+
+START_TEST(abort_prints_message_first)
+{
+	scenario("abort", "dlsym", "library_file", "launchex", "cross", "expert", NULL);
+	ck_assert_msg(killed_by(&r, SIGABRT), "status %#x\n%s", r.status, r.err);
+	ck_assert_str_eq(first_line(r.err), cg_deepgemm_message);
+	ck_assert_msg(strstr(r.err, "_ZN9deep_gemm19sm90_bf16_gemm_impl"), "%s", r.err);
+	ck_assert_msg(strstr(r.err, "device 0") && strstr(r.err, "device 1"), "%s", r.err);
+	ck_assert_msg(strstr(r.err, "pid ") && strstr(r.err, "tid "), "%s", r.err);
+	ck_assert_msg(strstr(r.err, "cuLibraryLoadFromFile") || strstr(r.err, "cuKernelGetFunction"),
+		      "%s", r.err);
+	ck_assert_msg(!strstr(r.out, "launch:"), "the launch went through:\n%s", r.out);
+}
+END_TEST
+
+START_TEST(abort_is_the_default)
+{
+	const char *env[] = {"CTXGUARD_MODE", NULL};
+	const char *argv[] = {"tests/progs/scenario", "direct", "data", "launch", "cross", NULL};
+	spawn(&r, env, argv);
+	ck_assert_msg(killed_by(&r, SIGABRT), "%s", r.err);
+	ck_assert_str_eq(first_line(r.err), cg_deepgemm_message);
+}
+END_TEST
+
+START_TEST(warn_reports_and_launches)
+{
+	char log[128], env_log[160];
+	snprintf(log, sizeof log, "/tmp/ctxguard-check-%d.jsonl", (int)getpid());
+	snprintf(env_log, sizeof env_log, "CTXGUARD_LOG=%s", log);
+	unlink(log);
+	scenario("warn", "dlsym", "data", "launch", "cross", "expert", env_log);
+	/* The driver itself then refuses the cross-context CUfunction. */
+	ck_assert_msg(exited(&r, 3), "%s%s", r.out, r.err);
+	ck_assert_msg(strstr(r.out, "launch: 400 CUDA_ERROR_INVALID_HANDLE"), "%s", r.out);
+	ck_assert_msg(!strstr(r.out, cg_deepgemm_message), "%s", r.out);
+	ck_assert_str_eq(first_line(r.err), cg_deepgemm_message);
+	char *text = slurp(log);
+	ck_assert_msg(text, "no log at %s", log);
+	ck_assert_msg(strstr(text, "\"event\":\"crossing\"") && strstr(text, "\"action\":\"warn\""),
+		      "%s", text);
+	ck_assert_msg(strstr(text, "\"event\":\"start\"") && strstr(text, "\"event\":\"summary\""),
+		      "%s", text);
+	unlink(log);
+}
+END_TEST
+
+START_TEST(off_is_silent)
+{
+	scenario("off", "dlsym", "data", "launch", "cross", "expert", NULL);
+	ck_assert_msg(exited(&r, 3), "%s", r.err);
+	ck_assert_msg(!strstr(r.err, cg_deepgemm_message), "%s", r.err);
+}
+END_TEST
+
+START_TEST(scope_decides_for_other_kernels)
+{
+	/* A kernel no rule calls an expert: left alone by default... */
+	scenario("error", "dlsym", "data", "launch", "cross", "plain", NULL);
+	ck_assert_msg(exited(&r, 3), "%s", r.err);
+	ck_assert_msg(!strstr(r.err, "ctxguard: kernel") && !strstr(r.out, "ctxguard"), "%s%s",
+		      r.out, r.err);
+	/* ...checked with scope all, with the generic message. */
+	scenario("error", "dlsym", "data", "launch", "cross", "plain", "CTXGUARD_SCOPE=all");
+	ck_assert_msg(exited(&r, 3), "%s", r.err);
+	ck_assert_msg(strstr(r.out, "error string: ") && strstr(r.out, "vector_add"), "%s", r.out);
+	ck_assert_msg(!strstr(r.out, cg_deepgemm_message), "%s", r.out);
+}
+END_TEST
+
+START_TEST(summary_line_at_exit)
+{
+	scenario("abort", "procaddr", "data", "launch", "same", "expert", NULL);
+	ck_assert_msg(strstr(r.err, "launches checked"), "%s", r.err);
+	const char *env[] = {"CTXGUARD_QUIET=1", NULL};
+	const char *argv[] = {"tests/progs/scenario", "procaddr", "data", "launch", "same", NULL};
+	spawn(&r, env, argv);
+	ck_assert_msg(exited(&r, 0) && !strstr(r.err, "launches checked"), "%s", r.err);
+}
+END_TEST
+
+START_TEST(bad_mode_falls_back_to_abort)
+{
+	scenario("sometimes", "dlsym", "data", "launch", "cross", "expert", NULL);
+	ck_assert_msg(killed_by(&r, SIGABRT), "%s", r.err);
+	ck_assert_msg(strstr(r.err, "CTXGUARD_MODE=sometimes"), "%s", r.err);
+	ck_assert_int_eq(count_of(r.err, "CTXGUARD_MODE=sometimes"), 1);
+}
+END_TEST
+
+START_TEST(bad_policy_file_is_one_line)
+{
+	char path[128], env[160];
+	snprintf(path, sizeof path, "/tmp/ctxguard-check-policy-%d.conf", (int)getpid());
+	FILE *f = fopen(path, "w");
+	ck_assert(f);
+	fputs("mode = error\nfrobnicate = yes\n", f);
+	fclose(f);
+	snprintf(env, sizeof env, "CTXGUARD_POLICY=%s", path);
+	const char *envs[] = {env, "CTXGUARD_MODE", NULL};
+	const char *argv[] = {"tests/progs/scenario", "dlsym", "data", "launch", "cross", NULL};
+	spawn(&r, envs, argv);
+	unlink(path);
+	/* The good line still applies; the bad one is named once. */
+	ck_assert_msg(exited(&r, 3), "%s", r.err);
+	ck_assert_msg(count_of(r.err, "frobnicate") == 1 && strstr(r.err, ":2:"), "%s", r.err);
+}
+END_TEST
+
+START_TEST(command_runs_and_exits_like_the_program)
+{
+	const char *argv[] = {"ctxguard", "--", "tests/progs/scenario", "dlsym", "data", "launch",
+			      "same", NULL};
+	char prog[4096];
+	snprintf(prog, sizeof prog, "%s/tests/progs/scenario", build_dir());
+	argv[2] = prog;
+	const char *env[] = {preload_without_shim(), NULL};
+	spawn(&r, env, argv);
+	ck_assert_msg(exited(&r, 0), "%s%s", r.out, r.err);
+	ck_assert_msg(strstr(r.err, " 0 crossings"), "%s", r.err);
+
+	const char *cross[] = {"ctxguard", "--mode", "error", "--error-exitcode", "86", "--",
+			       prog, "dlsym", "data", "launch", "cross", NULL};
+	spawn(&r, env, cross);
+	ck_assert_msg(exited(&r, 86), "status %#x %s", r.status, r.err);
+	ck_assert_msg(strstr(r.out, cg_deepgemm_message), "%s", r.out);
+	ck_assert_msg(strstr(r.err, "1 crossing reported"), "%s", r.err);
+
+	const char *aborting[] = {"ctxguard", "--", prog, "dlsym", "data", "launch", "cross", NULL};
+	spawn(&r, env, aborting);
+	ck_assert_msg(exited(&r, 128 + SIGABRT), "status %#x %s", r.status, r.err);
+	ck_assert_str_eq(first_line(r.err), cg_deepgemm_message);
+
+	const char *bad[] = {"ctxguard", "--mode", "sometimes", "--", prog, NULL};
+	spawn(&r, env, bad);
+	ck_assert_msg(exited(&r, 2) && strstr(r.err, "--mode sometimes"), "%s", r.err);
+}
+END_TEST
+
+START_TEST(inert_without_libcuda)
+{
+	const char *env[] = {"CTXGUARD_LIBCUDA=/nonexistent/libcuda.so.1", "LD_LIBRARY_PATH=",
+			     NULL};
+	const char *argv[] = {"tests/progs/nocuda", NULL};
+	spawn(&r, env, argv);
+	ck_assert_msg(exited(&r, 0), "status %#x\n%s%s", r.status, r.out, r.err);
+	ck_assert_msg(r.err[0] == 0, "inert library wrote:\n%s", r.err);
+	ck_assert_msg(strstr(r.out, "nocuda: ok"), "%s", r.out);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+	Suite *s = suite_create("launch");
+	TCase *t = tcase_create("routes");
+	tcase_set_timeout(t, 60);
+	tcase_add_loop_test(t, every_route_is_seen, 0, N(routes));
+	tcase_add_loop_test(t, every_route_same_context_is_clean, 0, N(routes));
+	suite_add_tcase(s, t);
+	t = tcase_create("apis");
+	tcase_set_timeout(t, 60);
+	tcase_add_loop_test(t, every_launch_api_is_checked, 0, N(launches));
+	tcase_add_loop_test(t, every_launch_api_same_context_is_clean, 0, N(launches));
+	tcase_add_loop_test(t, every_load_api_records_the_owner, 0, N(loads));
+	tcase_add_loop_test(t, every_load_api_same_context_is_clean, 0, N(loads));
+	tcase_add_loop_test(t, cukernel_is_never_flagged, 0, 2);
+	tcase_add_test(t, stream_context_decides);
+	tcase_add_loop_test(t, reused_handle_has_no_stale_owner, 0, 2);
+	tcase_add_test(t, without_shim_driver_refuses);
+	suite_add_tcase(s, t);
+	t = tcase_create("actions");
+	tcase_set_timeout(t, 60);
+	tcase_add_test(t, abort_prints_message_first);
+	tcase_add_test(t, abort_is_the_default);
+	tcase_add_test(t, warn_reports_and_launches);
+	tcase_add_test(t, off_is_silent);
+	tcase_add_test(t, scope_decides_for_other_kernels);
+	tcase_add_test(t, summary_line_at_exit);
+	tcase_add_test(t, bad_mode_falls_back_to_abort);
+	tcase_add_test(t, bad_policy_file_is_one_line);
+	tcase_add_test(t, command_runs_and_exits_like_the_program);
+	tcase_add_test(t, inert_without_libcuda);
+	suite_add_tcase(s, t);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}

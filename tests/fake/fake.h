@@ -1,0 +1,305 @@
+/*
+ * Internal state of the fake CUDA driver (build/fake/libcuda.so.1).
+ *
+ * The fake reproduces the driver behaviour measured on H200s (shared/DESIGN.md) so
+ * the shim can be tested on machines without a GPU. Every exported cu* entry point
+ * takes the one global lock through FAKE_ENTER and releases it with fake_leave; the
+ * helpers declared here assume the lock is held unless they say otherwise.
+ *
+ * Driver objects are the opaque CUDA handle structs themselves (struct CUctx_st is a
+ * context, ...). They come from per-kind pools with LIFO free lists so that a handle
+ * released by destroy/unload is handed out again by the next create/load: tests use
+ * that to check that the shim never keeps a stale owner for a reused handle.
+ */
+#ifndef CTXGUARD_FAKE_H
+#define CTXGUARD_FAKE_H
+
+/* Declare every versioned variant un-macroed so definitions are checked against them. */
+#ifndef __CUDA_API_VERSION_INTERNAL
+#define __CUDA_API_VERSION_INTERNAL 1
+#endif
+#include <cuda.h>
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fake_api.h"
+
+#pragma GCC visibility push(hidden)
+
+#define FAKE_DRIVER_VERSION 13000
+#define FAKE_DEFAULT_DEVICES 2
+#define FAKE_MAX_PARAM_BYTES 32764 /* kernel parameter limit since CUDA 12.1 */
+#define FAKE_GRANULARITY (2ull << 20)
+#define FAKE_MAX_SHARED_OPTIN 232448 /* H200 opt-in dynamic shared memory per block */
+
+/* ---- lock and entry gate (state.c) ---- */
+
+/*
+ * Takes the global lock for entry point `api` (pass __func__). Returns an error with the
+ * lock released when the driver is not initialized (need_init) or a failure was injected
+ * for `api` with fake_fail_next; CUDA_SUCCESS with the lock held otherwise.
+ */
+CUresult fake_enter(const char *api, bool need_init);
+CUresult fake_leave(CUresult rc);
+void fake_lock(void); /* for the introspection API, which bypasses the gate */
+void fake_unlock(void);
+bool fake_initialized(void);
+void fake_set_initialized(void);
+
+#define FAKE_ENTER_IMPL(need_init)                                                                 \
+	do {                                                                                       \
+		CUresult fake_enter_rc_ = fake_enter(__func__, (need_init));                       \
+		if (fake_enter_rc_ != CUDA_SUCCESS)                                                \
+			return fake_enter_rc_;                                                     \
+	} while (0)
+#define FAKE_ENTER() FAKE_ENTER_IMPL(true)
+#define FAKE_ENTER_NOINIT() FAKE_ENTER_IMPL(false)
+
+/* Pending failure injected for `api` (any variant of it), consumed; CUDA_SUCCESS if none. */
+CUresult fake_take_injected(const char *api);
+
+/* ---- growable arrays and object pools (pool.c) ---- */
+
+/* Returns `arr` with room for `need` elements of `elem` bytes, updating *cap; NULL on out
+ * of memory, leaving `arr` as it was. */
+void *fake_grow(void *arr, size_t *cap, size_t need, size_t elem);
+
+struct fake_hdr {
+	bool live; /* false while the object waits on its pool's free list */
+};
+
+struct fake_pool {
+	size_t objsize;
+	void **all; /* every object ever made, in creation order */
+	size_t nall, capall;
+	void **free; /* released objects, reused last-in first-out */
+	size_t nfree, capfree;
+};
+
+#define FAKE_POOL_INIT(type) {.objsize = sizeof(type)}
+
+void *fake_pool_take(struct fake_pool *p); /* zeroed live object, NULL on out of memory */
+void fake_pool_give(struct fake_pool *p, void *obj);
+bool fake_pool_live(const struct fake_pool *p, const void *obj);
+
+/* ---- module images (image.c) ---- */
+
+struct fake_kdesc {
+	char *name;
+	unsigned nparams;
+	size_t *size;	/* bytes of each parameter */
+	size_t *offset; /* offset of each parameter in the packed argument buffer */
+	size_t argbytes;
+};
+
+struct fake_image {
+	unsigned nkern;
+	struct fake_kdesc *kern;
+};
+
+CUresult fake_image_parse(const char *text, struct fake_image *out);
+CUresult fake_image_load_file(const char *path, struct fake_image *out);
+int fake_image_find(const struct fake_image *img, const char *name); /* index or -1 */
+void fake_image_free(struct fake_image *img);
+CUresult fake_kdesc_copy(struct fake_kdesc *dst, const struct fake_kdesc *src);
+void fake_kdesc_free(struct fake_kdesc *kd);
+
+/* ---- devices (device.c) ---- */
+
+struct fake_device {
+	CUcontext primary;
+	CUmemoryPool default_pool;
+};
+
+extern int fake_ndev;
+extern struct fake_device fake_dev[FAKE_MAX_DEVICES];
+bool fake_dev_valid(CUdevice dev);
+
+/* ---- contexts (context.c) ---- */
+
+struct CUctx_st {
+	struct fake_hdr h;
+	CUdevice dev;
+	bool primary;
+	unsigned retain; /* primary contexts: usable while retained */
+	unsigned flags;
+	unsigned long long id;
+	CUresult sticky;  /* error every later sync and launch in this context returns */
+	CUcontext *peers; /* contexts whose memory this one may access */
+	size_t npeers, cappeers;
+};
+
+extern struct fake_pool fake_ctx_pool;
+
+CUresult fake_ctx_create_primary(CUdevice dev, CUcontext *out);
+CUcontext fake_ctx_current(void); /* calling thread's current context, possibly stale */
+bool fake_ctx_usable(CUcontext ctx);
+CUresult fake_ctx_require_current(CUcontext *out); /* INVALID_CONTEXT without a usable one */
+bool fake_ctx_peer_enabled(CUcontext from, CUcontext to);
+
+/* ---- streams (stream.c) ---- */
+
+struct CUstream_st {
+	struct fake_hdr h;
+	CUcontext ctx;
+	unsigned flags;
+	int priority;
+};
+
+bool fake_stream_is_special(CUstream s); /* NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD */
+CUresult fake_stream_ctx(CUstream s, CUcontext *out);
+void fake_stream_drop_ctx(CUcontext ctx);
+
+/* ---- modules, functions, libraries, kernels (module.c, library.c) ---- */
+
+#define FAKE_NATTR CU_FUNC_ATTRIBUTE_MAX
+
+struct CUmod_st {
+	struct fake_hdr h;
+	CUcontext ctx;
+	CUlibrary lib;	       /* owning library, NULL for modules loaded directly */
+	struct fake_image own; /* image of a directly loaded module */
+	const struct fake_image *img;
+	CUfunction *fn; /* one function per kernel of img, same order */
+};
+
+struct CUfunc_st {
+	struct fake_hdr h;
+	CUmodule mod;
+	unsigned index;
+	int attr[FAKE_NATTR];
+	/* Execution configuration of the deprecated cuLaunch / cuLaunchGrid* (legacy.c). */
+	unsigned block[3];
+	unsigned shared;
+	unsigned char *params; /* set by cuParamSetSize / cuParamSet* */
+	size_t nparams;
+};
+
+struct CUlib_st {
+	struct fake_hdr h;
+	struct fake_image img;
+	CUkernel *kern;
+	CUmodule *mods; /* the library's module in each context that asked for one */
+	size_t nmods, capmods;
+};
+
+struct CUkern_st {
+	struct fake_hdr h;
+	CUlibrary lib;
+	unsigned index;
+	int attr[FAKE_NATTR];
+};
+
+extern struct fake_pool fake_func_pool;
+extern struct fake_pool fake_kern_pool;
+
+extern const int fake_default_func_attr[FAKE_NATTR];
+CUresult fake_func_attr_check(CUfunction_attribute attrib, int value); /* settable, in range */
+/* A module in ctx, either of a library (own NULL) or owning the image *own (moved in,
+ * freed on failure). */
+CUresult fake_module_create(CUcontext ctx, CUlibrary lib, struct fake_image *own, CUmodule *out);
+void fake_module_destroy(CUmodule mod);
+void fake_module_drop_ctx(CUcontext ctx);
+const struct fake_kdesc *fake_func_desc(CUfunction f);
+const struct fake_kdesc *fake_kern_desc(CUkernel k);
+CUresult fake_library_module(CUlibrary lib, CUcontext ctx, bool create, CUmodule *out);
+void fake_library_drop_ctx(CUcontext ctx);
+
+/* ---- memory (memory.c, mempool.c, vmm.c) ---- */
+
+enum fake_mem_kind {
+	FAKE_MEM_DEVICE,     /* cuMemAlloc*, stream-ordered allocations; never backed */
+	FAKE_MEM_MANAGED,    /* cuMemAllocManaged; never backed, reachable from every device */
+	FAKE_MEM_HOST,	     /* cuMemAllocHost / cuMemHostAlloc: real memory */
+	FAKE_MEM_REGISTERED, /* cuMemHostRegister: the caller's memory */
+	FAKE_MEM_VMM,	     /* a cuMemMap mapping of a cuMemCreate handle */
+};
+
+struct fake_phys; /* cuMemCreate handle (vmm.c) */
+
+struct fake_alloc {
+	CUdeviceptr base;
+	size_t size;
+	enum fake_mem_kind kind;
+	CUdevice dev;
+	CUcontext ctx;	       /* owner, NULL for VMM mappings */
+	CUmemoryPool pool;     /* stream-ordered allocations */
+	unsigned long long id; /* CU_POINTER_ATTRIBUTE_BUFFER_ID */
+	void *host;	       /* FAKE_MEM_HOST: the memory to free */
+	struct fake_phys *phys;
+	CUdeviceptr resv_base; /* VMM: the reservation holding the mapping */
+	size_t resv_size;
+	unsigned access; /* VMM: bit d set when device d may access the mapping */
+};
+
+struct CUmemPoolHandle_st {
+	struct fake_hdr h;
+	CUdevice dev;
+	bool is_default;
+};
+
+extern struct fake_pool fake_mempool_pool;
+
+/* Address ranges, one per device so that devices are distinguishable by address. */
+#define FAKE_DEVICE_BASE(d) (0x7f0000000000ull + ((CUdeviceptr)(d) + 1) * 0x1000000000ull)
+#define FAKE_DEVICE_SPAN 0x1000000000ull
+#define FAKE_MANAGED_BASE 0x7e0000000000ull
+#define FAKE_VMM_BASE 0x7d0000000000ull
+#define FAKE_REGION_SPAN 0x10000000000ull
+
+/* Range pointers stay valid until the next add or remove. */
+struct fake_alloc *fake_mem_find(CUdeviceptr p);   /* live range holding p, or NULL */
+CUresult fake_mem_add(const struct fake_alloc *a); /* fails if it overlaps a live range */
+void fake_mem_remove(CUdeviceptr base);
+bool fake_mem_overlaps(CUdeviceptr base, size_t size);
+/* Allocates device memory of `dev` owned by `ctx`; `pool` for stream-ordered allocations. */
+CUresult fake_mem_alloc_device(CUdevice dev, CUcontext ctx, CUmemoryPool pool, size_t size,
+			       CUdeviceptr *out);
+void fake_mem_drop_ctx(CUcontext ctx);
+void fake_mem_drop_pool(CUmemoryPool pool);
+size_t fake_mem_count(void);
+struct fake_alloc *fake_mem_at(size_t i); /* i-th range in address order */
+
+/* ---- tensor maps (tensormap.c) ---- */
+
+/* Global address recorded for a descriptor made by cuTensorMapEncode*, if any. */
+bool fake_tmap_lookup(const void *desc, CUdeviceptr *addr);
+
+/* ---- launches (launch.c) ---- */
+
+struct fake_dims {
+	unsigned grid[3];
+	unsigned block[3];
+	unsigned shared;
+	unsigned cluster[3]; /* all zero without a cluster dimension attribute */
+};
+
+/*
+ * Finds what `f` runs in context `ctx`: a CUfunction of that context or a CUkernel cast
+ * to CUfunction. A CUfunction of another context or a dead handle is
+ * CUDA_ERROR_INVALID_HANDLE (counted as refused).
+ */
+CUresult fake_launch_resolve(CUfunction f, CUcontext ctx, const struct fake_kdesc **kd,
+			     const int **attr);
+CUresult fake_launch_check_dims(const struct fake_dims *d, const int *attr);
+/* A whole launch: context from the stream, sticky error, function, checks, execution. */
+CUresult fake_launch(CUfunction f, const struct fake_dims *d, CUstream hStream, void **kernelParams,
+		     void **extra, bool cooperative);
+/* Packs kernelParams or an `extra` buffer into buf (kd->argbytes bytes). */
+CUresult fake_launch_pack(const struct fake_kdesc *kd, void **kernelParams, void **extra,
+			  unsigned char *buf);
+/* "Executes" a kernel: checks the operands it reaches and records the launch. */
+CUresult fake_launch_run(CUcontext ctx, const struct fake_kdesc *kd, const unsigned char *buf);
+
+/* ---- introspection counters (introspect.c) ---- */
+
+extern struct fake_stats fake_counters;
+void fake_note_launch(CUcontext ctx, const struct fake_kdesc *kd, const unsigned char *buf,
+		      unsigned crossings);
+
+#pragma GCC visibility pop
+
+#endif

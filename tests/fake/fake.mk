@@ -1,0 +1,21 @@
+# Fake CUDA driver for the CPU tests: $(BUILD)/fake/libcuda.so.1 (+ libcuda.so link).
+# -D__CUDA_API_VERSION_INTERNAL declares every versioned variant, so each definition is
+# checked against the real prototype. -fvisibility=default overrides a hidden default in
+# CFLAGS: every cu* and fake_* function is an export (fake.h hides the internals).
+# -Bsymbolic binds the library's references to its own functions: cuGetProcAddress must
+# return the addresses dlsym(libcuda, name) returns even when a preloaded shim defines the
+# same names. libcuda.map versions the exports as NVIDIA's libraries do.
+FAKE_CUDA_INCLUDE ?= $(or $(CUDA),/usr/local/cuda)/include
+FAKE_SRCS := $(wildcard tests/fake/*.c)
+FAKE_HDRS := $(wildcard tests/fake/*.h)
+FAKE_LIB := $(BUILD)/fake/libcuda.so.1
+FAKE_TARGETS := $(FAKE_LIB) $(BUILD)/fake/libcuda.so
+
+$(FAKE_LIB): $(FAKE_SRCS) $(FAKE_HDRS) tests/fake/libcuda.map
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -fvisibility=default -D__CUDA_API_VERSION_INTERNAL -I$(FAKE_CUDA_INCLUDE) \
+		-shared -fPIC -Wl,-soname,libcuda.so.1 -Wl,-Bsymbolic \
+		-Wl,--version-script=tests/fake/libcuda.map -o $@ $(FAKE_SRCS) -lpthread
+
+$(BUILD)/fake/libcuda.so: $(FAKE_LIB)
+	ln -sf libcuda.so.1 $@

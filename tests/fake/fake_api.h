@@ -1,0 +1,86 @@
+/*
+ * Introspection API of the fake CUDA driver (build/fake/libcuda.so.1), for the CPU tests.
+ *
+ * The fake stands in for libcuda on machines without a GPU and reproduces the driver
+ * behaviour measured on H200s (shared/DESIGN.md):
+ *  - FAKE_CUDA_DEVICES (default 2, at most FAKE_MAX_DEVICES; 0 makes cuInit fail with
+ *    CUDA_ERROR_NO_DEVICE) sets the number of devices, all H200-like (sm_90, 132 SMs).
+ *  - Module images are text, in a file or in memory (NUL-terminated):
+ *        //ctxguard-fake-image
+ *        .kernel <name> <parameter sizes, comma separated, may be empty>
+ *    Parameters are naturally aligned (1/2/4/8 bytes: their size; 128 bytes, a
+ *    CUtensorMap: 64; anything else: 8).
+ *  - A launch runs in the stream's context, or the current one for the NULL, legacy and
+ *    per-thread streams. A CUfunction of another context is CUDA_ERROR_INVALID_HANDLE and
+ *    nothing runs; a CUkernel cast to CUfunction runs in any context.
+ *  - Running a kernel reads its arguments: every 8-byte argument inside another device's
+ *    memory, and every tensor map whose global address is, is an operand crossing. With
+ *    peer access from the launch context to the owner context (for VMM memory: access
+ *    granted with cuMemSetAccess) it goes through silently; without, the launch still
+ *    succeeds but the context is poisoned: its next synchronization and every later
+ *    launch return CUDA_ERROR_ILLEGAL_ADDRESS (cuDevicePrimaryCtxReset clears it).
+ *  - Device and managed memory are address ranges only, never backed: never dereference
+ *    them. Device d allocates from 0x7f0000000000 + (d+1) * 0x1000000000.
+ *  - The deprecated cuLaunch / cuLaunchGrid* take the block shape and parameters stored by
+ *    cuFuncSetBlockShape / cuParamSet* (until then: one thread, parameters all zero).
+ *  - Destroyed or unloaded handles are handed out again, last freed first, by the next
+ *    create or load of the same kind.
+ *  - Boolean pointer attributes (IS_MANAGED, MAPPED, ...) are written as unsigned int.
+ *  - cuFunc* queries reject a CUkernel cast to CUfunction with CUDA_ERROR_INVALID_HANDLE
+ *    (an assumption: only launches are documented to accept one).
+ * All functions below are thread-safe.
+ */
+#ifndef CTXGUARD_FAKE_API_H
+#define CTXGUARD_FAKE_API_H
+
+#include <cuda.h>
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FAKE_MAX_DEVICES 8
+#define FAKE_ARGS_COPY 1024
+
+struct fake_stats {
+	unsigned long long launches;	   /* kernels that ran (graph nodes included) */
+	unsigned long long invalid_handle; /* launches refused with CUDA_ERROR_INVALID_HANDLE */
+	unsigned long long
+		silent_cross; /* operands reached on another device through peer access */
+	unsigned long long sticky_errors;		  /* launches that poisoned their context */
+	unsigned long long launches_on[FAKE_MAX_DEVICES]; /* kernels that ran, per device */
+};
+
+struct fake_launch_info {
+	CUcontext ctx; /* context the kernel ran in */
+	CUdevice device;
+	char kernel[512];   /* kernel name, truncated */
+	unsigned crossings; /* operands of this launch that live on another device */
+	size_t argbytes;    /* size of the packed argument buffer */
+	unsigned char args[FAKE_ARGS_COPY]; /* its first FAKE_ARGS_COPY bytes */
+};
+
+/* Counters since load or the last fake_reset. */
+void fake_get_stats(struct fake_stats *out);
+
+/* The most recent kernel that ran, process-wide; returns 0 (and leaves *out) if none. */
+int fake_last_launch(struct fake_launch_info *out);
+
+/* Zeroes the counters, forgets the last launch and drops pending injected failures.
+ * Driver objects (contexts, modules, memory, sticky errors) are left as they are. */
+void fake_reset(void);
+
+/* The next call of `api` (base name such as "cuLaunchKernel": every variant, _v2, _ptsz...,
+ * counts) returns `rc` without doing anything. Calls queue up; at most 32 pending. */
+void fake_fail_next(const char *api, CUresult rc);
+
+/* Global address recorded for a tensor map made by cuTensorMapEncode* or
+ * cuTensorMapReplaceAddress; returns 0 for bytes the fake never produced. */
+int fake_tensor_map_address(const CUtensorMap *map, CUdeviceptr *addr);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,493 @@
+/*
+ * Graphs of kernel nodes (and empty nodes, which only order others). A kernel node copies
+ * its launch by value (parameter values included) and runs in its own context: the
+ * function's context, or for a CUkernel the context given in the node parameters (NULL:
+ * the one current when the node was set).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "fake.h"
+
+struct knode {
+	bool empty;	 /* an empty node: nothing to run */
+	CUfunction func; /* the CUfunction, or a CUkernel cast to one */
+	CUkernel kern;	 /* set when the node runs a CUkernel */
+	CUcontext ctx;
+	struct fake_dims dims;
+	struct fake_kdesc desc;
+	unsigned char *args;
+	void **argp; /* pointers into args, handed out by the GetParams queries */
+};
+
+struct CUgraphNode_st {
+	struct fake_hdr h;
+	CUgraph graph;
+	struct knode k;
+};
+
+struct CUgraph_st {
+	struct fake_hdr h;
+	CUgraphNode *nodes; /* insertion order, which is a topological order */
+	size_t n, cap;
+};
+
+struct CUgraphExec_st {
+	struct fake_hdr h;
+	CUgraphNode *src; /* the graph node each copy came from */
+	struct knode *k;
+	size_t n;
+};
+
+/* What every kernel-node parameter struct version says. */
+struct knode_req {
+	CUfunction func;
+	CUkernel kern;
+	CUcontext ctx;
+	struct fake_dims dims;
+	void **kernelParams;
+	void **extra;
+};
+
+static struct fake_pool graph_pool = FAKE_POOL_INIT(struct CUgraph_st);
+static struct fake_pool node_pool = FAKE_POOL_INIT(struct CUgraphNode_st);
+static struct fake_pool exec_pool = FAKE_POOL_INIT(struct CUgraphExec_st);
+
+/* Reads any version of the kernel node parameters: they all share these fields. */
+#define REQ_FROM(p, kern_, ctx_)                                                                   \
+	((struct knode_req){                                                                       \
+		.func = (p)->func,                                                                 \
+		.kern = (kern_),                                                                   \
+		.ctx = (ctx_),                                                                     \
+		.dims = {.grid = {(p)->gridDimX, (p)->gridDimY, (p)->gridDimZ},                    \
+			 .block = {(p)->blockDimX, (p)->blockDimY, (p)->blockDimZ},                \
+			 .shared = (p)->sharedMemBytes},                                           \
+		.kernelParams = (p)->kernelParams,                                                 \
+		.extra = (p)->extra,                                                               \
+	})
+
+/* A node's launch as the fields all kernel node parameter versions share. */
+#define PARAMS_OF(k, func_)                                                                        \
+	.func = (func_), .gridDimX = (k)->dims.grid[0], .gridDimY = (k)->dims.grid[1],             \
+	.gridDimZ = (k)->dims.grid[2], .blockDimX = (k)->dims.block[0],                            \
+	.blockDimY = (k)->dims.block[1], .blockDimZ = (k)->dims.block[2],                          \
+	.sharedMemBytes = (k)->dims.shared, .kernelParams = (k)->argp, .extra = NULL
+
+static void knode_free(struct knode *k)
+{
+	fake_kdesc_free(&k->desc);
+	free(k->args);
+	free(k->argp);
+	memset(k, 0, sizeof(*k));
+}
+
+/* Points argp at each parameter inside args. */
+static CUresult knode_index_args(struct knode *k)
+{
+	k->argp = calloc(k->desc.nparams ? k->desc.nparams : 1, sizeof(void *));
+	if (!k->argp)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	for (unsigned i = 0; i < k->desc.nparams; i++)
+		k->argp[i] = k->args + k->desc.offset[i];
+	return CUDA_SUCCESS;
+}
+
+/* Builds a node from a request; *k is left untouched on failure. */
+static CUresult knode_make(struct knode *k, const struct knode_req *r)
+{
+	struct knode n = {.dims = r->dims};
+	const struct fake_kdesc *kd;
+	const int *attr;
+	if (fake_pool_live(&fake_func_pool, r->func)) {
+		n.func = r->func;
+		n.ctx = r->func->mod->ctx;
+		kd = fake_func_desc(r->func);
+		attr = r->func->attr;
+	} else {
+		n.kern = r->func ? (CUkernel)r->func : r->kern;
+		if (!fake_pool_live(&fake_kern_pool, n.kern))
+			return CUDA_ERROR_INVALID_VALUE;
+		n.func = (CUfunction)n.kern;
+		n.ctx = r->ctx ? r->ctx : fake_ctx_current();
+		kd = fake_kern_desc(n.kern);
+		attr = n.kern->attr;
+	}
+	if (!fake_ctx_usable(n.ctx))
+		return CUDA_ERROR_INVALID_CONTEXT;
+	CUresult rc = fake_launch_check_dims(&n.dims, attr);
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	n.args = malloc(kd->argbytes ? kd->argbytes : 1);
+	if (!n.args)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	rc = fake_launch_pack(kd, r->kernelParams, r->extra, n.args);
+	if (rc == CUDA_SUCCESS)
+		rc = fake_kdesc_copy(&n.desc, kd);
+	if (rc == CUDA_SUCCESS)
+		rc = knode_index_args(&n);
+	if (rc != CUDA_SUCCESS) {
+		knode_free(&n);
+		return rc;
+	}
+	knode_free(k);
+	*k = n;
+	return CUDA_SUCCESS;
+}
+
+static CUresult knode_copy(struct knode *dst, const struct knode *src)
+{
+	*dst = *src;
+	if (src->empty)
+		return CUDA_SUCCESS;
+	dst->desc = (struct fake_kdesc){0};
+	dst->args = malloc(src->desc.argbytes ? src->desc.argbytes : 1);
+	dst->argp = NULL;
+	CUresult rc =
+		dst->args ? fake_kdesc_copy(&dst->desc, &src->desc) : CUDA_ERROR_OUT_OF_MEMORY;
+	if (rc == CUDA_SUCCESS) {
+		memcpy(dst->args, src->args, src->desc.argbytes);
+		rc = knode_index_args(dst);
+	}
+	if (rc != CUDA_SUCCESS)
+		knode_free(dst);
+	return rc;
+}
+
+/* Runs one node under the launch rules, in the node's context. */
+static CUresult knode_run(const struct knode *k)
+{
+	const struct fake_kdesc *kd;
+	const int *attr;
+	if (k->empty)
+		return CUDA_SUCCESS;
+	if (!fake_ctx_usable(k->ctx))
+		return CUDA_ERROR_INVALID_CONTEXT;
+	if (k->ctx->sticky != CUDA_SUCCESS)
+		return k->ctx->sticky;
+	/* The handle may have been freed and handed out again since the node was set. */
+	CUresult rc = fake_launch_resolve(k->func, k->ctx, &kd, &attr);
+	return rc == CUDA_SUCCESS ? fake_launch_run(k->ctx, &k->desc, k->args) : rc;
+}
+
+CUresult CUDAAPI cuGraphCreate(CUgraph *phGraph, unsigned int flags)
+{
+	FAKE_ENTER();
+	if (!phGraph || flags != 0)
+		return fake_leave(CUDA_ERROR_INVALID_VALUE);
+	CUgraph g = fake_pool_take(&graph_pool);
+	if (!g)
+		return fake_leave(CUDA_ERROR_OUT_OF_MEMORY);
+	*phGraph = g;
+	return fake_leave(CUDA_SUCCESS);
+}
+
+CUresult CUDAAPI cuGraphDestroy(CUgraph hGraph)
+{
+	FAKE_ENTER();
+	if (!fake_pool_live(&graph_pool, hGraph))
+		return fake_leave(CUDA_ERROR_INVALID_VALUE);
+	for (size_t i = 0; i < hGraph->n; i++) {
+		knode_free(&hGraph->nodes[i]->k);
+		fake_pool_give(&node_pool, hGraph->nodes[i]);
+	}
+	free(hGraph->nodes);
+	fake_pool_give(&graph_pool, hGraph);
+	return fake_leave(CUDA_SUCCESS);
+}
+
+/* A kernel node for request r, or an empty node for r NULL. */
+static CUresult add_node(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t ndeps,
+			 const struct knode_req *r)
+{
+	if (!out || !fake_pool_live(&graph_pool, g) || (ndeps > 0 && !deps))
+		return CUDA_ERROR_INVALID_VALUE;
+	for (size_t i = 0; i < ndeps; i++)
+		if (!fake_pool_live(&node_pool, deps[i]) || deps[i]->graph != g)
+			return CUDA_ERROR_INVALID_VALUE;
+	CUgraphNode *nodes = fake_grow(g->nodes, &g->cap, g->n + 1, sizeof(*nodes));
+	if (!nodes)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	g->nodes = nodes;
+	CUgraphNode node = fake_pool_take(&node_pool);
+	if (!node)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	node->k.empty = !r;
+	CUresult rc = r ? knode_make(&node->k, r) : CUDA_SUCCESS;
+	if (rc != CUDA_SUCCESS) {
+		fake_pool_give(&node_pool, node);
+		return rc;
+	}
+	node->graph = g;
+	g->nodes[g->n++] = node;
+	*out = node;
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuGraphAddKernelNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+				      const CUgraphNode *dependencies, size_t numDependencies,
+				      const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams)
+{
+	FAKE_ENTER();
+	if (!nodeParams)
+		return fake_leave(CUDA_ERROR_INVALID_VALUE);
+	struct knode_req r = REQ_FROM(nodeParams, NULL, NULL);
+	return fake_leave(add_node(phGraphNode, hGraph, dependencies, numDependencies, &r));
+}
+
+CUresult CUDAAPI cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph,
+					 const CUgraphNode *dependencies, size_t numDependencies,
+					 const CUDA_KERNEL_NODE_PARAMS *nodeParams)
+{
+	FAKE_ENTER();
+	if (!nodeParams)
+		return fake_leave(CUDA_ERROR_INVALID_VALUE);
+	struct knode_req r = REQ_FROM(nodeParams, nodeParams->kern, nodeParams->ctx);
+	return fake_leave(add_node(phGraphNode, hGraph, dependencies, numDependencies, &r));
+}
+
+CUresult CUDAAPI cuGraphAddEmptyNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+				     const CUgraphNode *dependencies, size_t numDependencies)
+{
+	FAKE_ENTER();
+	return fake_leave(add_node(phGraphNode, hGraph, dependencies, numDependencies, NULL));
+}
+
+/* Generic node parameters: the fake only makes kernel nodes this way. */
+static CUresult generic_req(const CUgraphNodeParams *p, struct knode_req *r)
+{
+	if (!p)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (p->type != CU_GRAPH_NODE_TYPE_KERNEL)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	*r = REQ_FROM(&p->kernel, p->kernel.kern, p->kernel.ctx);
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuGraphAddNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+				const CUgraphNode *dependencies, size_t numDependencies,
+				CUgraphNodeParams *nodeParams)
+{
+	FAKE_ENTER();
+	struct knode_req r;
+	CUresult rc = generic_req(nodeParams, &r);
+	if (rc == CUDA_SUCCESS)
+		rc = add_node(phGraphNode, hGraph, dependencies, numDependencies, &r);
+	return fake_leave(rc);
+}
+
+/* Edge data only annotates dependencies, which the fake runs in insertion order anyway. */
+CUresult CUDAAPI cuGraphAddNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph,
+				   const CUgraphNode *dependencies,
+				   const CUgraphEdgeData *dependencyData, size_t numDependencies,
+				   CUgraphNodeParams *nodeParams)
+{
+	FAKE_ENTER();
+	(void)dependencyData;
+	struct knode_req r;
+	CUresult rc = generic_req(nodeParams, &r);
+	if (rc == CUDA_SUCCESS)
+		rc = add_node(phGraphNode, hGraph, dependencies, numDependencies, &r);
+	return fake_leave(rc);
+}
+
+static bool is_kernel_node(CUgraphNode node)
+{
+	return fake_pool_live(&node_pool, node) && !node->k.empty;
+}
+
+static CUresult node_set(CUgraphNode node, const struct knode_req *r)
+{
+	if (!is_kernel_node(node))
+		return CUDA_ERROR_INVALID_VALUE;
+	return knode_make(&node->k, r);
+}
+
+CUresult CUDAAPI cuGraphKernelNodeSetParams(CUgraphNode hNode,
+					    const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams)
+{
+	FAKE_ENTER();
+	if (!nodeParams)
+		return fake_leave(CUDA_ERROR_INVALID_VALUE);
+	struct knode_req r = REQ_FROM(nodeParams, NULL, NULL);
+	return fake_leave(node_set(hNode, &r));
+}
+
+CUresult CUDAAPI cuGraphKernelNodeSetParams_v2(CUgraphNode hNode,
+					       const CUDA_KERNEL_NODE_PARAMS *nodeParams)
+{
+	FAKE_ENTER();
+	if (!nodeParams)
+		return fake_leave(CUDA_ERROR_INVALID_VALUE);
+	struct knode_req r = REQ_FROM(nodeParams, nodeParams->kern, nodeParams->ctx);
+	return fake_leave(node_set(hNode, &r));
+}
+
+CUresult CUDAAPI cuGraphNodeSetParams(CUgraphNode hNode, CUgraphNodeParams *nodeParams)
+{
+	FAKE_ENTER();
+	struct knode_req r;
+	CUresult rc = generic_req(nodeParams, &r);
+	if (rc == CUDA_SUCCESS)
+		rc = node_set(hNode, &r);
+	return fake_leave(rc);
+}
+
+CUresult CUDAAPI cuGraphKernelNodeGetParams(CUgraphNode hNode,
+					    CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams)
+{
+	FAKE_ENTER();
+	if (!nodeParams || !is_kernel_node(hNode))
+		return fake_leave(CUDA_ERROR_INVALID_VALUE);
+	*nodeParams = (CUDA_KERNEL_NODE_PARAMS_v1){PARAMS_OF(&hNode->k, hNode->k.func)};
+	return fake_leave(CUDA_SUCCESS);
+}
+
+CUresult CUDAAPI cuGraphKernelNodeGetParams_v2(CUgraphNode hNode,
+					       CUDA_KERNEL_NODE_PARAMS *nodeParams)
+{
+	FAKE_ENTER();
+	if (!nodeParams || !is_kernel_node(hNode))
+		return fake_leave(CUDA_ERROR_INVALID_VALUE);
+	const struct knode *k = &hNode->k;
+	*nodeParams = (CUDA_KERNEL_NODE_PARAMS){PARAMS_OF(k, k->kern ? NULL : k->func),
+						.kern = k->kern, .ctx = k->ctx};
+	return fake_leave(CUDA_SUCCESS);
+}
+
+CUresult CUDAAPI cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)
+{
+	FAKE_ENTER();
+	if (!type || !fake_pool_live(&node_pool, hNode))
+		return fake_leave(CUDA_ERROR_INVALID_VALUE);
+	*type = hNode->k.empty ? CU_GRAPH_NODE_TYPE_EMPTY : CU_GRAPH_NODE_TYPE_KERNEL;
+	return fake_leave(CUDA_SUCCESS);
+}
+
+static void exec_free(CUgraphExec e)
+{
+	for (size_t i = 0; i < e->n; i++)
+		knode_free(&e->k[i]);
+	free(e->k);
+	free(e->src);
+	fake_pool_give(&exec_pool, e);
+}
+
+CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph,
+					     unsigned long long flags)
+{
+	FAKE_ENTER();
+	if (!phGraphExec || !fake_pool_live(&graph_pool, hGraph) ||
+	    (flags & ~(unsigned long long)(CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH |
+					   CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD |
+					   CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH |
+					   CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY)))
+		return fake_leave(CUDA_ERROR_INVALID_VALUE);
+	CUgraphExec e = fake_pool_take(&exec_pool);
+	if (!e)
+		return fake_leave(CUDA_ERROR_OUT_OF_MEMORY);
+	size_t n = hGraph->n;
+	e->k = calloc(n ? n : 1, sizeof(*e->k));
+	e->src = calloc(n ? n : 1, sizeof(*e->src));
+	CUresult rc = e->k && e->src ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+	for (size_t i = 0; i < n && rc == CUDA_SUCCESS; i++) {
+		rc = knode_copy(&e->k[i], &hGraph->nodes[i]->k);
+		e->src[i] = hGraph->nodes[i];
+		e->n += rc == CUDA_SUCCESS;
+	}
+	if (rc != CUDA_SUCCESS) {
+		exec_free(e);
+		return fake_leave(rc);
+	}
+	*phGraphExec = e;
+	return fake_leave(CUDA_SUCCESS);
+}
+
+/* An instantiated node may change anything but the context its function runs in. */
+static CUresult exec_set(CUgraphExec e, CUgraphNode node, const struct knode_req *r)
+{
+	if (!fake_pool_live(&exec_pool, e))
+		return CUDA_ERROR_INVALID_VALUE;
+	for (size_t i = 0; i < e->n; i++) {
+		if (e->src[i] != node)
+			continue;
+		if (e->k[i].empty)
+			return CUDA_ERROR_INVALID_VALUE;
+		struct knode k = {0};
+		CUresult rc = knode_make(&k, r);
+		if (rc == CUDA_SUCCESS && k.ctx != e->k[i].ctx)
+			rc = CUDA_ERROR_INVALID_VALUE;
+		if (rc != CUDA_SUCCESS) {
+			knode_free(&k);
+			return rc;
+		}
+		knode_free(&e->k[i]);
+		e->k[i] = k;
+		return CUDA_SUCCESS;
+	}
+	return CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult CUDAAPI cuGraphExecKernelNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+						const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams)
+{
+	FAKE_ENTER();
+	if (!nodeParams)
+		return fake_leave(CUDA_ERROR_INVALID_VALUE);
+	struct knode_req r = REQ_FROM(nodeParams, NULL, NULL);
+	return fake_leave(exec_set(hGraphExec, hNode, &r));
+}
+
+CUresult CUDAAPI cuGraphExecKernelNodeSetParams_v2(CUgraphExec hGraphExec, CUgraphNode hNode,
+						   const CUDA_KERNEL_NODE_PARAMS *nodeParams)
+{
+	FAKE_ENTER();
+	if (!nodeParams)
+		return fake_leave(CUDA_ERROR_INVALID_VALUE);
+	struct knode_req r = REQ_FROM(nodeParams, nodeParams->kern, nodeParams->ctx);
+	return fake_leave(exec_set(hGraphExec, hNode, &r));
+}
+
+CUresult CUDAAPI cuGraphExecNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+					  CUgraphNodeParams *nodeParams)
+{
+	FAKE_ENTER();
+	struct knode_req r;
+	CUresult rc = generic_req(nodeParams, &r);
+	if (rc == CUDA_SUCCESS)
+		rc = exec_set(hGraphExec, hNode, &r);
+	return fake_leave(rc);
+}
+
+static CUresult graph_launch(CUgraphExec e, CUstream s)
+{
+	CUcontext ctx;
+	if (!fake_pool_live(&exec_pool, e))
+		return CUDA_ERROR_INVALID_VALUE;
+	CUresult rc = fake_stream_ctx(s, &ctx);
+	if (rc == CUDA_SUCCESS)
+		rc = ctx->sticky;
+	for (size_t i = 0; i < e->n && rc == CUDA_SUCCESS; i++)
+		rc = knode_run(&e->k[i]);
+	return rc;
+}
+
+CUresult CUDAAPI cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
+{
+	FAKE_ENTER();
+	return fake_leave(graph_launch(hGraphExec, hStream));
+}
+
+CUresult CUDAAPI cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
+{
+	FAKE_ENTER();
+	return fake_leave(graph_launch(hGraphExec, hStream));
+}
+
+CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec hGraphExec)
+{
+	FAKE_ENTER();
+	if (!fake_pool_live(&exec_pool, hGraphExec))
+		return fake_leave(CUDA_ERROR_INVALID_VALUE);
+	exec_free(hGraphExec);
+	return fake_leave(CUDA_SUCCESS);
+}

@@ -1,0 +1,297 @@
+/*
+ * Launch entry points and the fake "execution". The rules are the ones measured on H200s
+ * (shared/DESIGN.md): the stream's context (the current one for the NULL, legacy and
+ * per-thread streams) is the launch context; a CUfunction of another context is
+ * CUDA_ERROR_INVALID_HANDLE and nothing runs; a CUkernel runs in any context; an operand on
+ * another device runs silently with peer access and poisons the context without.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "fake.h"
+
+#define MAX_COOPERATIVE_BLOCKS (132u * 32u) /* SMs x resident blocks per SM */
+
+CUresult fake_launch_resolve(CUfunction f, CUcontext ctx, const struct fake_kdesc **kd,
+			     const int **attr)
+{
+	if (fake_pool_live(&fake_func_pool, f) && f->mod->ctx == ctx) {
+		*kd = fake_func_desc(f);
+		*attr = f->attr;
+		return CUDA_SUCCESS;
+	}
+	CUkernel k = (CUkernel)f;
+	if (fake_pool_live(&fake_kern_pool, k)) {
+		/* The kernel's function in this context, if one exists, holds its attributes. */
+		CUmodule mod;
+		*kd = fake_kern_desc(k);
+		*attr = fake_library_module(k->lib, ctx, false, &mod) == CUDA_SUCCESS
+				? mod->fn[k->index]->attr
+				: k->attr;
+		return CUDA_SUCCESS;
+	}
+	fake_counters.invalid_handle++;
+	return CUDA_ERROR_INVALID_HANDLE;
+}
+
+CUresult fake_launch_check_dims(const struct fake_dims *d, const int *attr)
+{
+	static const unsigned grid_max[3] = {2147483647u, 65535u, 65535u};
+	static const unsigned block_max[3] = {1024u, 1024u, 64u};
+	unsigned long long threads = 1, cluster = 1;
+	bool clustered = d->cluster[0] || d->cluster[1] || d->cluster[2];
+	for (int i = 0; i < 3; i++) {
+		if (d->grid[i] == 0 || d->grid[i] > grid_max[i] || d->block[i] == 0 ||
+		    d->block[i] > block_max[i])
+			return CUDA_ERROR_INVALID_VALUE;
+		threads *= d->block[i];
+		if (clustered && (d->cluster[i] == 0 || d->grid[i] % d->cluster[i]))
+			return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+		cluster *= clustered ? d->cluster[i] : 1;
+	}
+	if (threads > (unsigned long long)attr[CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK] ||
+	    d->shared > (unsigned)attr[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES])
+		return CUDA_ERROR_INVALID_VALUE;
+	if (cluster > (attr[CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED] ? 16u : 8u))
+		return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+	return CUDA_SUCCESS;
+}
+
+/* extra = {CU_LAUNCH_PARAM_BUFFER_POINTER, buf, CU_LAUNCH_PARAM_BUFFER_SIZE, &size, END} */
+static CUresult pack_extra(const struct fake_kdesc *kd, void **extra, unsigned char *buf)
+{
+	const void *src = NULL;
+	const size_t *size = NULL;
+	for (size_t i = 0; extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
+		if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
+			src = extra[i + 1];
+		else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE)
+			size = extra[i + 1];
+		else
+			return CUDA_ERROR_INVALID_VALUE;
+	}
+	if (kd->argbytes == 0)
+		return CUDA_SUCCESS;
+	if (!src || !size || *size < kd->argbytes)
+		return CUDA_ERROR_INVALID_VALUE;
+	memcpy(buf, src, kd->argbytes);
+	return CUDA_SUCCESS;
+}
+
+CUresult fake_launch_pack(const struct fake_kdesc *kd, void **kernelParams, void **extra,
+			  unsigned char *buf)
+{
+	memset(buf, 0, kd->argbytes);
+	if (kernelParams && extra)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (extra)
+		return pack_extra(kd, extra, buf);
+	if (kd->nparams > 0 && !kernelParams)
+		return CUDA_ERROR_INVALID_VALUE;
+	for (unsigned i = 0; i < kd->nparams; i++) {
+		if (!kernelParams[i])
+			return CUDA_ERROR_INVALID_VALUE;
+		memcpy(buf + kd->offset[i], kernelParams[i], kd->size[i]);
+	}
+	return CUDA_SUCCESS;
+}
+
+struct operand_scan {
+	CUcontext ctx;
+	unsigned crossings; /* operands on another device */
+	unsigned silent;    /* ... reached through peer access */
+	bool fault;	    /* an operand the launch device cannot reach */
+};
+
+static void check_operand(struct operand_scan *s, CUdeviceptr v)
+{
+	const struct fake_alloc *a = fake_mem_find(v);
+	if (!a || a->kind == FAKE_MEM_MANAGED || a->kind == FAKE_MEM_HOST ||
+	    a->kind == FAKE_MEM_REGISTERED)
+		return;
+	bool remote = a->dev != s->ctx->dev;
+	bool reachable = a->kind == FAKE_MEM_VMM ? (a->access >> s->ctx->dev) & 1u
+						 : !remote || fake_ctx_peer_enabled(s->ctx, a->ctx);
+	s->crossings += remote;
+	s->silent += remote && reachable;
+	s->fault |= !reachable;
+}
+
+CUresult fake_launch_run(CUcontext ctx, const struct fake_kdesc *kd, const unsigned char *buf)
+{
+	struct operand_scan s = {.ctx = ctx};
+	for (unsigned i = 0; i < kd->nparams; i++) {
+		CUdeviceptr v;
+		if (kd->size[i] == sizeof(CUdeviceptr)) {
+			memcpy(&v, buf + kd->offset[i], sizeof(v));
+			check_operand(&s, v);
+		} else if (kd->size[i] == sizeof(CUtensorMap) &&
+			   fake_tmap_lookup(buf + kd->offset[i], &v)) {
+			check_operand(&s, v);
+		}
+	}
+	fake_counters.silent_cross += s.silent;
+	if (s.fault) {
+		/* The launch itself succeeds; the fault surfaces at the next synchronization. */
+		ctx->sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
+		fake_counters.sticky_errors++;
+	}
+	fake_note_launch(ctx, kd, buf, s.crossings);
+	return CUDA_SUCCESS;
+}
+
+static CUresult check_cooperative(const struct fake_dims *d)
+{
+	unsigned long long blocks = (unsigned long long)d->grid[0] * d->grid[1] * d->grid[2];
+	return blocks > MAX_COOPERATIVE_BLOCKS ? CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE
+					       : CUDA_SUCCESS;
+}
+
+CUresult fake_launch(CUfunction f, const struct fake_dims *d, CUstream hStream, void **kernelParams,
+		     void **extra, bool cooperative)
+{
+	CUcontext ctx;
+	const struct fake_kdesc *kd;
+	const int *attr;
+	unsigned char buf[FAKE_MAX_PARAM_BYTES];
+	CUresult rc = fake_stream_ctx(hStream, &ctx);
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (ctx->sticky != CUDA_SUCCESS)
+		return ctx->sticky;
+	if (!f)
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = fake_launch_resolve(f, ctx, &kd, &attr);
+	if (rc == CUDA_SUCCESS)
+		rc = fake_launch_check_dims(d, attr);
+	if (rc == CUDA_SUCCESS && cooperative)
+		rc = check_cooperative(d);
+	if (rc == CUDA_SUCCESS)
+		rc = fake_launch_pack(kd, kernelParams, extra, buf);
+	return rc == CUDA_SUCCESS ? fake_launch_run(ctx, kd, buf) : rc;
+}
+
+/* Launch configuration from cuLaunchKernelEx attributes. */
+static CUresult launch_ex(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
+			  void **extra)
+{
+	if (!config || (config->numAttrs > 0 && !config->attrs))
+		return CUDA_ERROR_INVALID_VALUE;
+	struct fake_dims d = {
+		{config->gridDimX, config->gridDimY, config->gridDimZ},
+		{config->blockDimX, config->blockDimY, config->blockDimZ},
+		config->sharedMemBytes,
+		{0, 0, 0},
+	};
+	bool cooperative = false;
+	for (unsigned i = 0; i < config->numAttrs; i++) {
+		const CUlaunchAttribute *a = &config->attrs[i];
+		if (a->id < 0 || a->id >= CU_LAUNCH_ATTRIBUTE_MAX)
+			return CUDA_ERROR_INVALID_VALUE;
+		if (a->id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
+			d.cluster[0] = a->value.clusterDim.x;
+			d.cluster[1] = a->value.clusterDim.y;
+			d.cluster[2] = a->value.clusterDim.z;
+		} else if (a->id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE) {
+			cooperative = a->value.cooperative != 0;
+		}
+		/* Other attributes (programmatic stream serialization, priority...) only affect
+		 * scheduling, which the fake does not model. */
+	}
+	return fake_launch(f, &d, config->hStream, kernelParams, extra, cooperative);
+}
+
+/* Legacy and per-thread (_ptsz) variants behave alike: see fake_stream_ctx. */
+#define LAUNCH_VARIANTS(X) X() X(_ptsz)
+
+#define DEFINE_LAUNCHES(suffix)                                                                    \
+	CUresult CUDAAPI cuLaunchKernel##suffix(                                                   \
+		CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, \
+		unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,            \
+		unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra)  \
+	{                                                                                          \
+		FAKE_ENTER();                                                                      \
+		struct fake_dims d = {{gridDimX, gridDimY, gridDimZ},                              \
+				      {blockDimX, blockDimY, blockDimZ},                           \
+				      sharedMemBytes,                                              \
+				      {0, 0, 0}};                                                  \
+		return fake_leave(fake_launch(f, &d, hStream, kernelParams, extra, false));        \
+	}                                                                                          \
+	CUresult CUDAAPI cuLaunchKernelEx##suffix(const CUlaunchConfig *config, CUfunction f,      \
+						  void **kernelParams, void **extra)               \
+	{                                                                                          \
+		FAKE_ENTER();                                                                      \
+		return fake_leave(launch_ex(config, f, kernelParams, extra));                      \
+	}                                                                                          \
+	CUresult CUDAAPI cuLaunchCooperativeKernel##suffix(                                        \
+		CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, \
+		unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,            \
+		unsigned int sharedMemBytes, CUstream hStream, void **kernelParams)                \
+	{                                                                                          \
+		FAKE_ENTER();                                                                      \
+		struct fake_dims d = {{gridDimX, gridDimY, gridDimZ},                              \
+				      {blockDimX, blockDimY, blockDimZ},                           \
+				      sharedMemBytes,                                              \
+				      {0, 0, 0}};                                                  \
+		return fake_leave(fake_launch(f, &d, hStream, kernelParams, NULL, true));          \
+	}
+
+LAUNCH_VARIANTS(DEFINE_LAUNCHES)
+
+/* One launch per device, each in its stream's context; all are checked before any runs. */
+static CUresult launch_multi(CUDA_LAUNCH_PARAMS *list, unsigned n, unsigned flags)
+{
+	CUcontext ctx[FAKE_MAX_DEVICES];
+	const struct fake_kdesc *kd[FAKE_MAX_DEVICES];
+	if (!list || n == 0 || n > (unsigned)fake_ndev ||
+	    (flags & ~(unsigned)(CUDA_COOPERATIVE_LAUNCH_MULTI_DEVICE_NO_PRE_LAUNCH_SYNC |
+				 CUDA_COOPERATIVE_LAUNCH_MULTI_DEVICE_NO_POST_LAUNCH_SYNC)))
+		return CUDA_ERROR_INVALID_VALUE;
+	unsigned char *bufs = malloc((size_t)n * FAKE_MAX_PARAM_BYTES);
+	if (!bufs)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	CUresult rc = CUDA_SUCCESS;
+	struct fake_dims d0 = {{list[0].gridDimX, list[0].gridDimY, list[0].gridDimZ},
+			       {list[0].blockDimX, list[0].blockDimY, list[0].blockDimZ},
+			       list[0].sharedMemBytes,
+			       {0, 0, 0}};
+	for (unsigned i = 0; i < n && rc == CUDA_SUCCESS; i++) {
+		const CUDA_LAUNCH_PARAMS *p = &list[i];
+		const int *attr;
+		struct fake_dims d = {{p->gridDimX, p->gridDimY, p->gridDimZ},
+				      {p->blockDimX, p->blockDimY, p->blockDimZ},
+				      p->sharedMemBytes,
+				      {0, 0, 0}};
+		/* The grids, blocks and shared memory must match across devices. */
+		if (fake_stream_is_special(p->hStream) || memcmp(&d, &d0, sizeof(d)) ||
+		    !p->function)
+			rc = CUDA_ERROR_INVALID_VALUE;
+		if (rc == CUDA_SUCCESS)
+			rc = fake_stream_ctx(p->hStream, &ctx[i]);
+		for (unsigned j = 0; rc == CUDA_SUCCESS && j < i; j++)
+			if (ctx[j]->dev == ctx[i]->dev)
+				rc = CUDA_ERROR_INVALID_VALUE;
+		if (rc == CUDA_SUCCESS && ctx[i]->sticky != CUDA_SUCCESS)
+			rc = ctx[i]->sticky;
+		if (rc == CUDA_SUCCESS)
+			rc = fake_launch_resolve(p->function, ctx[i], &kd[i], &attr);
+		if (rc == CUDA_SUCCESS)
+			rc = fake_launch_check_dims(&d, attr);
+		if (rc == CUDA_SUCCESS)
+			rc = check_cooperative(&d);
+		if (rc == CUDA_SUCCESS)
+			rc = fake_launch_pack(kd[i], p->kernelParams, NULL,
+					      bufs + (size_t)i * FAKE_MAX_PARAM_BYTES);
+	}
+	for (unsigned i = 0; i < n && rc == CUDA_SUCCESS; i++)
+		rc = fake_launch_run(ctx[i], kd[i], bufs + (size_t)i * FAKE_MAX_PARAM_BYTES);
+	free(bufs);
+	return rc;
+}
+
+CUresult CUDAAPI cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *launchParamsList,
+						      unsigned int numDevices, unsigned int flags)
+{
+	FAKE_ENTER();
+	return fake_leave(launch_multi(launchParamsList, numDevices, flags));
+}

@@ -1,0 +1,126 @@
+/*
+ * The deprecated execution control API: a CUfunction carries its block shape, dynamic
+ * shared memory and a parameter buffer, set ahead of cuLaunch / cuLaunchGrid /
+ * cuLaunchGridAsync, which then follow the same launch rules as cuLaunchKernel. Until set,
+ * the block is 1x1x1 and parameter bytes read as zero. A CUkernel cast to CUfunction can
+ * be launched this way too, with that default configuration.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "fake.h"
+
+#define LEGACY_MAX_PARAMS 4096 /* the parameter space of the old API */
+
+static CUresult func_check(CUfunction f)
+{
+	return fake_pool_live(&fake_func_pool, f) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+CUresult CUDAAPI cuFuncSetBlockShape(CUfunction hfunc, int x, int y, int z)
+{
+	FAKE_ENTER();
+	CUresult rc = func_check(hfunc);
+	if (rc == CUDA_SUCCESS && (x <= 0 || y <= 0 || z <= 0))
+		rc = CUDA_ERROR_INVALID_VALUE;
+	if (rc == CUDA_SUCCESS) {
+		hfunc->block[0] = (unsigned)x;
+		hfunc->block[1] = (unsigned)y;
+		hfunc->block[2] = (unsigned)z;
+	}
+	return fake_leave(rc);
+}
+
+CUresult CUDAAPI cuFuncSetSharedSize(CUfunction hfunc, unsigned int bytes)
+{
+	FAKE_ENTER();
+	CUresult rc = func_check(hfunc);
+	if (rc == CUDA_SUCCESS)
+		hfunc->shared = bytes;
+	return fake_leave(rc);
+}
+
+CUresult CUDAAPI cuParamSetSize(CUfunction hfunc, unsigned int numbytes)
+{
+	FAKE_ENTER();
+	CUresult rc = func_check(hfunc);
+	if (rc != CUDA_SUCCESS)
+		return fake_leave(rc);
+	if (numbytes > LEGACY_MAX_PARAMS)
+		return fake_leave(CUDA_ERROR_INVALID_VALUE);
+	unsigned char *p = realloc(hfunc->params, numbytes ? numbytes : 1);
+	if (!p)
+		return fake_leave(CUDA_ERROR_OUT_OF_MEMORY);
+	if (numbytes > hfunc->nparams)
+		memset(p + hfunc->nparams, 0, numbytes - hfunc->nparams);
+	hfunc->params = p;
+	hfunc->nparams = numbytes;
+	return fake_leave(CUDA_SUCCESS);
+}
+
+/* Copies n bytes at offset into the buffer cuParamSetSize sized. */
+static CUresult param_set(CUfunction f, int offset, const void *src, size_t n)
+{
+	CUresult rc = func_check(f);
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (offset < 0 || !src || (size_t)offset > f->nparams || n > f->nparams - (size_t)offset)
+		return CUDA_ERROR_INVALID_VALUE;
+	memcpy(f->params + offset, src, n);
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuParamSeti(CUfunction hfunc, int offset, unsigned int value)
+{
+	FAKE_ENTER();
+	return fake_leave(param_set(hfunc, offset, &value, sizeof(value)));
+}
+
+CUresult CUDAAPI cuParamSetf(CUfunction hfunc, int offset, float value)
+{
+	FAKE_ENTER();
+	return fake_leave(param_set(hfunc, offset, &value, sizeof(value)));
+}
+
+CUresult CUDAAPI cuParamSetv(CUfunction hfunc, int offset, void *ptr, unsigned int numbytes)
+{
+	FAKE_ENTER();
+	return fake_leave(param_set(hfunc, offset, ptr, numbytes));
+}
+
+/* A grid of width x height blocks with the function's stored configuration. */
+static CUresult legacy_launch(CUfunction f, int width, int height, CUstream s)
+{
+	unsigned char buf[FAKE_MAX_PARAM_BYTES] = {0};
+	size_t size = sizeof(buf);
+	void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, buf, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
+			 CU_LAUNCH_PARAM_END};
+	struct fake_dims d = {{(unsigned)width, (unsigned)height, 1}, {1, 1, 1}, 0, {0, 0, 0}};
+	if (width <= 0 || height <= 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (fake_pool_live(&fake_func_pool, f)) {
+		memcpy(d.block, f->block, sizeof(d.block));
+		d.shared = f->shared;
+		if (f->nparams)
+			memcpy(buf, f->params, f->nparams);
+	}
+	return fake_launch(f, &d, s, NULL, extra, false);
+}
+
+CUresult CUDAAPI cuLaunch(CUfunction f)
+{
+	FAKE_ENTER();
+	return fake_leave(legacy_launch(f, 1, 1, NULL));
+}
+
+CUresult CUDAAPI cuLaunchGrid(CUfunction f, int grid_width, int grid_height)
+{
+	FAKE_ENTER();
+	return fake_leave(legacy_launch(f, grid_width, grid_height, NULL));
+}
+
+CUresult CUDAAPI cuLaunchGridAsync(CUfunction f, int grid_width, int grid_height, CUstream hStream)
+{
+	FAKE_ENTER();
+	return fake_leave(legacy_launch(f, grid_width, grid_height, hStream));
+}

@@ -1,0 +1,135 @@
+/* Streams: each belongs to the context current when it was created. */
+#include "fake.h"
+
+static struct fake_pool stream_pool = FAKE_POOL_INIT(struct CUstream_st);
+
+bool fake_stream_is_special(CUstream s)
+{
+	return s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD;
+}
+
+/* The special streams stand for the current context's default stream. */
+CUresult fake_stream_ctx(CUstream s, CUcontext *out)
+{
+	if (fake_stream_is_special(s))
+		return fake_ctx_require_current(out);
+	if (!fake_pool_live(&stream_pool, s))
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (!fake_ctx_usable(s->ctx))
+		return CUDA_ERROR_INVALID_CONTEXT;
+	*out = s->ctx;
+	return CUDA_SUCCESS;
+}
+
+void fake_stream_drop_ctx(CUcontext ctx)
+{
+	for (size_t i = 0; i < stream_pool.nall; i++) {
+		CUstream s = stream_pool.all[i];
+		if (s->h.live && s->ctx == ctx)
+			fake_pool_give(&stream_pool, s);
+	}
+}
+
+static CUresult stream_create(CUstream *phStream, unsigned flags, int priority)
+{
+	CUcontext ctx;
+	CUresult rc = fake_ctx_require_current(&ctx);
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (!phStream || (flags & ~(unsigned)CU_STREAM_NON_BLOCKING))
+		return CUDA_ERROR_INVALID_VALUE;
+	CUstream s = fake_pool_take(&stream_pool);
+	if (!s)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	s->ctx = ctx;
+	s->flags = flags;
+	/* H200 priorities range from 0 (least) to -5 (greatest); others are clamped. */
+	s->priority = priority > 0 ? 0 : priority < -5 ? -5 : priority;
+	*phStream = s;
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuStreamCreate(CUstream *phStream, unsigned int Flags)
+{
+	FAKE_ENTER();
+	return fake_leave(stream_create(phStream, Flags, 0));
+}
+
+CUresult CUDAAPI cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority)
+{
+	FAKE_ENTER();
+	return fake_leave(stream_create(phStream, flags, priority));
+}
+
+CUresult CUDAAPI cuStreamDestroy_v2(CUstream hStream)
+{
+	FAKE_ENTER();
+	if (!fake_pool_live(&stream_pool, hStream))
+		return fake_leave(CUDA_ERROR_INVALID_HANDLE);
+	fake_pool_give(&stream_pool, hStream);
+	return fake_leave(CUDA_SUCCESS);
+}
+
+static CUresult stream_get_ctx(CUstream s, CUcontext *pctx, CUgreenCtx *pGreenCtx)
+{
+	if (!pctx)
+		return CUDA_ERROR_INVALID_VALUE;
+	CUresult rc = fake_stream_ctx(s, pctx);
+	if (rc == CUDA_SUCCESS && pGreenCtx)
+		*pGreenCtx = NULL; /* the fake has no green contexts */
+	return rc;
+}
+
+static CUresult stream_get_device(CUstream s, CUdevice *device)
+{
+	CUcontext ctx;
+	if (!device)
+		return CUDA_ERROR_INVALID_VALUE;
+	CUresult rc = fake_stream_ctx(s, &ctx);
+	if (rc == CUDA_SUCCESS)
+		*device = ctx->dev;
+	return rc;
+}
+
+/* Work completes at launch, so waiting for a stream only reports its context's sticky
+ * error; cuStreamQuery never sees work pending. */
+static CUresult stream_wait(CUstream s)
+{
+	CUcontext ctx;
+	CUresult rc = fake_stream_ctx(s, &ctx);
+	return rc == CUDA_SUCCESS ? ctx->sticky : rc;
+}
+
+/* Each entry point exists as a legacy and a per-thread (_ptsz) variant; both behave alike
+ * because the per-thread default stream belongs to the current context too. */
+#define STREAM_VARIANTS(X) X() X(_ptsz)
+
+#define DEFINE_STREAM_QUERIES(suffix)                                                              \
+	CUresult CUDAAPI cuStreamGetCtx##suffix(CUstream hStream, CUcontext *pctx)                 \
+	{                                                                                          \
+		FAKE_ENTER();                                                                      \
+		return fake_leave(stream_get_ctx(hStream, pctx, NULL));                            \
+	}                                                                                          \
+	CUresult CUDAAPI cuStreamGetCtx_v2##suffix(CUstream hStream, CUcontext *pCtx,              \
+						   CUgreenCtx *pGreenCtx)                          \
+	{                                                                                          \
+		FAKE_ENTER();                                                                      \
+		return fake_leave(stream_get_ctx(hStream, pCtx, pGreenCtx));                       \
+	}                                                                                          \
+	CUresult CUDAAPI cuStreamGetDevice##suffix(CUstream hStream, CUdevice *device)             \
+	{                                                                                          \
+		FAKE_ENTER();                                                                      \
+		return fake_leave(stream_get_device(hStream, device));                             \
+	}                                                                                          \
+	CUresult CUDAAPI cuStreamSynchronize##suffix(CUstream hStream)                             \
+	{                                                                                          \
+		FAKE_ENTER();                                                                      \
+		return fake_leave(stream_wait(hStream));                                           \
+	}                                                                                          \
+	CUresult CUDAAPI cuStreamQuery##suffix(CUstream hStream)                                   \
+	{                                                                                          \
+		FAKE_ENTER();                                                                      \
+		return fake_leave(stream_wait(hStream));                                           \
+	}
+
+STREAM_VARIANTS(DEFINE_STREAM_QUERIES)

@@ -1,0 +1,171 @@
+# shellcheck shell=bash
+# Helpers for the GPU suite, sourced by tests/gpu/run.sh and by every
+# tests/gpu/cases/*.sh.  A case runs alone as well as under run.sh:
+#   tests/gpu/cases/03_cross_abort.sh        (from anywhere; BUILD=build by default)
+# Case protocol: exit 0 = pass, 77 = skip (last line says why), else fail;
+# whatever the case prints is its evidence.
+
+cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1   # repository root
+
+BUILD=${BUILD:-build}
+CTXGUARD=${CTXGUARD:-$BUILD/ctxguard}
+ROUTE=${ROUTE:-$BUILD/examples/deepgemm_route}
+CUBIN=${CUBIN:-$BUILD/gpu/deepgemm_abi.cubin}
+PYTHON=${PYTHON:-python3}
+
+# The line transformers raises (src/transformers/integrations/deepgemm.py);
+# ctxguard must print it verbatim.
+DEEPGEMM_MESSAGE=$(cat <<'EOF'
+DeepGEMM experts selected on a model spanning multiple CUDA devices in one process; its kernels are bound to a single CUDA context and corrupt across devices. Use `experts_implementation='grouped_mm'`, or run one device per process (TP/EP).
+EOF
+)
+
+# Cases start from a clean slate: no inherited preload or ctxguard settings,
+# no core files from the abort cases.
+unset LD_PRELOAD
+for _v in "${!CTXGUARD_@}"; do unset "$_v"; done
+unset _v
+ulimit -c 0
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/ctxguard-gpu.XXXXXX") || exit 1
+trap 'rm -rf "$TMP"' EXIT
+
+# Visible GPUs: 0 without nvidia-smi; CUDA_VISIBLE_DEVICES narrows the count.
+gpu_count() {
+	local n
+	command -v nvidia-smi >/dev/null 2>&1 || { echo 0; return; }
+	n=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+	if [[ -v CUDA_VISIBLE_DEVICES ]]; then
+		local -a vis
+		IFS=, read -r -a vis <<<"$CUDA_VISIBLE_DEVICES"
+		(( ${#vis[@]} < n )) && n=${#vis[@]}
+	fi
+	echo "$n"
+}
+
+pass() { echo "PASS: $*"; exit 0; }
+fail() { echo "FAIL: $*"; exit 1; }
+skip() { echo "SKIP: $*"; exit 77; }
+
+need_gpus() {
+	local have
+	have=$(gpu_count)
+	(( have >= $1 )) || skip "needs $1 GPU(s), $have visible"
+}
+
+need_files() {
+	local f
+	for f; do
+		[[ -e $f ]] || fail "$f is missing (make; make -f tests/gpu/gpu.mk BUILD=$BUILD)"
+	done
+}
+
+# run NAME CMD...: stdout -> $TMP/NAME.out, stderr -> $TMP/NAME.err, status -> STATUS.
+run() {
+	local name=$1
+	shift
+	echo "\$ $*"
+	"$@" >"$TMP/$name.out" 2>"$TMP/$name.err"
+	STATUS=$?
+	echo "exit status $STATUS$( ((STATUS > 128)) && echo " (signal $((STATUS - 128)))")"
+}
+
+# show NAME: the captured streams, trimmed, as evidence.
+show() {
+	local s
+	for s in out err; do
+		[[ -s $TMP/$1.$s ]] || continue
+		echo "--- std$s"
+		head -n 40 "$TMP/$1.$s"
+	done
+	echo "---"
+}
+
+expect_status() {
+	[[ $STATUS == "$1" ]] || fail "expected exit status $1, got $STATUS"
+}
+
+# deepgemm_route exits 5 when the machine cannot reproduce the case.
+skip_if_unreproducible() {
+	[[ $STATUS != 5 ]] || skip "deepgemm_route: $(tail -n 1 "$TMP/$1.out")"
+}
+
+# A ctxguard diagnostic line naming device N (device 0, dev=0, GPU0, cuda:0...).
+device_re() {
+	echo "(device|dev|gpu|cuda:?)[[:space:]#=:]*$1([^0-9]|\$)"
+}
+
+# expect_abort_report NAME: killed by SIGABRT, stderr's first line is exactly
+# the DeepGEMM message, then "ctxguard:" lines naming the fixture kernel.
+expect_abort_report() {
+	local first
+	expect_status 134
+	first=$(head -n 1 "$TMP/$1.err")
+	[[ $first == "$DEEPGEMM_MESSAGE" ]] ||
+		fail "first stderr line is not the documented message: '$first'"
+	grep '^ctxguard: ' "$TMP/$1.err" >"$TMP/$1.diag"
+	grep -q 'sm90_bf16_gemm_impl' "$TMP/$1.diag" || fail "ctxguard diagnostics do not name the kernel"
+}
+
+# expect_zero_crossings NAME: at least one "ctxguard: pid P: ..." summary on
+# stderr, and every crossing count in them is 0 ("0 crossings", "crossings: 0").
+expect_zero_crossings() {
+	local lines counts
+	lines=$(grep -E '^ctxguard: pid [0-9]+:.*crossing' "$TMP/$1.err")
+	[[ -n $lines ]] || fail "no ctxguard summary line on stderr"
+	echo "summary: $lines"
+	counts=$(grep -oiE '[0-9]+ crossings?|crossings?[[:space:]:=]+[0-9]+' <<<"$lines" | grep -oE '[0-9]+')
+	[[ -n $counts ]] || fail "summary line has no crossing count"
+	grep -qv '^0$' <<<"$counts" && fail "summary reports crossings"
+	return 0
+}
+
+# need_python MODULE...: skip unless $PYTHON imports every module.
+need_python() {
+	local m
+	for m; do
+		"$PYTHON" -c "import $m" >/dev/null 2>&1 || skip "$PYTHON cannot import $m"
+	done
+}
+
+# evidence NAME: what it takes to judge a ctxguard verdict from the output
+# alone: every ctxguard line on stderr (reports, summaries), the end of
+# stderr (a traceback), and for each JSON log $TMP/NAME.*.jsonl its crossing
+# records and last lines (the summary, with per-entry-point call counts).
+evidence() {
+	local f
+	echo "--- ctxguard lines on stderr"
+	grep -aE '^(ctxguard|DeepGEMM experts selected)' "$TMP/$1.err" | head -n 200
+	echo "--- end of stderr"
+	tail -n 40 "$TMP/$1.err"
+	for f in "$TMP/$1".*.jsonl; do
+		[[ -e $f ]] || continue
+		echo "--- log ${f##*/}: crossing records, then its last lines"
+		grep -a '"event":"crossing"' "$f" | head -n 20
+		tail -n 3 "$f"
+	done
+	echo "---"
+}
+
+# expect_clean NAME OKLINE: the verdict on a correct program run as
+#   run NAME "$CTXGUARD" --mode abort --scope all --error-exitcode 86 \
+#       --log "$TMP/NAME.%p.jsonl" -- PROGRAM...
+# 77 skips; otherwise exit 0, OKLINE alone on a stdout line, some process
+# checked launches, and every summary line says 0 crossings.  Any crossing in
+# a correct program is a ctxguard bug until proven otherwise, so a failure
+# prints the evidence before failing.
+expect_clean() {
+	[[ $STATUS != 77 ]] || skip "$(tail -n 1 "$TMP/$1.out")"
+	if (
+		[[ $STATUS != 86 ]] || fail "ctxguard reported a crossing (--error-exitcode 86)"
+		expect_status 0
+		grep -qxF -- "$2" "$TMP/$1.out" || fail "no '$2' line on stdout: the program's own checks failed"
+		expect_zero_crossings "$1"
+		grep -oE '[0-9]+ launches checked' "$TMP/$1.err" | grep -qv '^0 ' ||
+			fail "no process checked a launch: ctxguard saw none of the program's kernels"
+	); then
+		return 0
+	fi
+	evidence "$1"
+	exit 1
+}

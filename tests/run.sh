@@ -1,0 +1,36 @@
+#!/bin/sh
+# Runs the Check binaries under the shim with the fake driver, then prints
+# the totals.  Usage: tests/run.sh build/tests/check_*   (BUILD, SAN_RUNTIME from make)
+BUILD=${BUILD:-build}
+root=$(cd "$(dirname "$0")/.." && pwd)
+lib="$root/$BUILD/libctxguard.so"
+preload="$lib"
+[ -n "$SAN_RUNTIME" ] && preload="$SAN_RUNTIME:$lib"
+export CTXGUARD_TEST_BUILD="$root/$BUILD"
+export CTXGUARD_TEST_PRELOAD="$preload"
+export LD_LIBRARY_PATH="$root/$BUILD/fake${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# Sanitizer reports fail the run; a preloaded runtime would otherwise be
+# noisy about the deliberately aborting child processes.
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:halt_on_error=1"
+export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
+unset CTXGUARD_MODE CTXGUARD_SCOPE CTXGUARD_POLICY CTXGUARD_LOG CTXGUARD_OPERANDS \
+      CTXGUARD_EXIT_CODE CTXGUARD_QUIET CTXGUARD_STATUS
+passed=0 failed=0 status=0
+for t in "$@"; do
+	out=$(LD_PRELOAD="$preload" CTXGUARD_QUIET=1 "$t" 2>&1)
+	rc=$?
+	printf '%s\n' "$out"
+	line=$(printf '%s\n' "$out" | grep -E '^[0-9]+%: Checks: ' | tail -n 1)
+	if [ -z "$line" ]; then
+		echo "$(basename "$t"): no Check summary (exit $rc)"
+		failed=$((failed + 1)); status=1; continue
+	fi
+	n=$(echo "$line" | sed -E 's/.*Checks: ([0-9]+).*/\1/')
+	f=$(echo "$line" | sed -E 's/.*Failures: ([0-9]+).*/\1/')
+	e=$(echo "$line" | sed -E 's/.*Errors: ([0-9]+).*/\1/')
+	passed=$((passed + n - f - e)); failed=$((failed + f + e))
+	[ "$rc" -ne 0 ] && status=1
+done
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ] && exit $status
+exit 1
