@@ -33,6 +33,7 @@ KERNEL_OBJ :=
 -include kernels/kernels.mk
 -include tests/fake/fake.mk
 -include tests/gpu/gpu.mk
+-include bench/bench.mk
 
 $(BUILD)/obj/%.o: %.c $(wildcard shim/*.h shim/*.def policy/*.h) | $(BUILD)
 	@mkdir -p $(dir $@)
@@ -63,7 +64,7 @@ PROG_BIN   := $(PROG_SRC:tests/progs/%.c=$(BUILD)/tests/progs/%)
 CHECK_FLAGS = $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS  = $(shell pkg-config --libs check 2>/dev/null)
 TEST_LIBS   = -Wl,--as-needed $(BUILD)/libpolicy.a -L$(BUILD)/fake -l:libcuda.so.1 \
-              -Wl,-rpath,'$$ORIGIN/../fake' -ldl -lpthread -lm
+              -Wl,-rpath,'$$ORIGIN/../fake' -Wl,-rpath,'$$ORIGIN/../../fake' -ldl -lpthread -lm
 
 check-deps:
 	@tests/deps.sh

@@ -1,0 +1,25 @@
+# Build rules for the launch-overhead benchmark.  The top-level Makefile may
+# `include bench/bench.mk` after its own first target, so that `make` keeps
+# its default goal; alone:
+#   make -f bench/bench.mk BUILD=build [bench-overhead]
+#   build/bench/launch_overhead   empty-kernel launch loops: driver API
+#                                 (libcuda linked directly; the stub at link
+#                                 time), runtime API (cudart linked
+#                                 statically, so nothing but the driver is
+#                                 needed where it runs), DeepGEMM-shaped expert
+#   bench-overhead                builds it, runs bench/run_overhead.sh (a GPU
+#                                 machine; build/libctxguard.so must exist)
+BUILD ?= build
+CUDA ?= /usr/local/cuda
+BENCH_CC ?= $(CC)
+BENCH_CFLAGS ?= -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -O2 -g -fPIC
+
+$(BUILD)/bench/launch_overhead: bench/launch_overhead.c
+	@mkdir -p $(@D)
+	$(BENCH_CC) $(BENCH_CFLAGS) -I$(CUDA)/include -o $@ $< -L$(CUDA)/lib64/stubs -lcuda \
+	    $(CUDA)/lib64/libcudart_static.a -ldl -lpthread -lrt
+
+# $(LIB) is the top-level Makefile's build/libctxguard.so (empty when alone).
+.PHONY: bench-overhead
+bench-overhead: $(BUILD)/bench/launch_overhead $(LIB)
+	bench/run_overhead.sh $(BUILD)

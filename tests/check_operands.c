@@ -1,0 +1,341 @@
+/* Crossing kind (b) on the fake driver: operands on another device than the
+ * launch context, for every allocation path, every tensor-map encoder and
+ * both parameter forms; memory every device may reach is never flagged. */
+#include <check.h>
+#include <stdio.h>
+#include <cuda.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../policy/policy.h"
+#include "fake/fake_api.h"
+
+/* Two pointers, then two tensor maps: DeepGEMM's shape of parameter list. */
+#define EXPERT "_ZN9deep_gemm19sm90_bf16_gemm_implILj0EEEvPijjj14CUtensorMap_stS1_S1_"
+static const char image[] = "//ctxguard-fake-image\n.kernel " EXPERT " 8,8,128,128\n";
+enum { SIZE = 4 << 20 };
+
+static CUcontext ctx[2];
+static CUstream stream[2];
+static CUfunction fn;      /* loaded in device 0's context */
+
+static void setup(void)
+{
+	setenv("CTXGUARD_MODE", "error", 1);
+	ck_assert_int_eq(cuInit(0), CUDA_SUCCESS);
+	for (int d = 1; d >= 0; d--) {
+		CUdevice dev;
+		ck_assert_int_eq(cuDeviceGet(&dev, d), CUDA_SUCCESS);
+		ck_assert_int_eq(cuDevicePrimaryCtxRetain(&ctx[d], dev), CUDA_SUCCESS);
+		ck_assert_int_eq(cuCtxSetCurrent(ctx[d]), CUDA_SUCCESS);
+		ck_assert_int_eq(cuStreamCreate(&stream[d], 0), CUDA_SUCCESS);
+	}
+	CUmodule mod;
+	ck_assert_int_eq(cuModuleLoadData(&mod, image), CUDA_SUCCESS);
+	ck_assert_int_eq(cuModuleGetFunction(&fn, mod, EXPERT), CUDA_SUCCESS);
+}
+
+static CUtensorMap tmap_over(CUdeviceptr base)
+{
+	CUtensorMap m;
+	cuuint64_t dims[2] = {256, 256}, strides[1] = {512};
+	cuuint32_t box[2] = {64, 64}, elem[2] = {1, 1};
+	ck_assert_int_eq(cuTensorMapEncodeTiled(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)base,
+						dims, strides, box, elem,
+						CU_TENSOR_MAP_INTERLEAVE_NONE,
+						CU_TENSOR_MAP_SWIZZLE_NONE,
+						CU_TENSOR_MAP_L2_PROMOTION_NONE,
+						CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+			 CUDA_SUCCESS);
+	return m;
+}
+
+/* Launches fn on device 0 with the given operands; form 0: kernelParams,
+ * 1: the packed extra buffer, 2: cuLaunchKernelEx. */
+static CUresult launch_form(int form, CUdeviceptr p0, CUdeviceptr p1, const CUtensorMap *t0,
+			    const CUtensorMap *t1)
+{
+	ck_assert_int_eq(cuCtxSetCurrent(ctx[0]), CUDA_SUCCESS);
+	CUtensorMap a = *t0, b = *t1;
+	if (form == 1) {
+		/* Offsets 0, 8, 64, 192: the tensor maps are 64-byte aligned. */
+		static _Alignas(64) unsigned char buf[320];
+		memcpy(buf, &p0, 8);
+		memcpy(buf + 8, &p1, 8);
+		memcpy(buf + 64, &a, 128);
+		memcpy(buf + 192, &b, 128);
+		size_t size = sizeof buf;
+		void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, buf, CU_LAUNCH_PARAM_BUFFER_SIZE,
+				 &size, CU_LAUNCH_PARAM_END};
+		return cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, stream[0], NULL, extra);
+	}
+	void *params[] = {&p0, &p1, &a, &b};
+	if (form == 2) {
+		CUlaunchConfig cfg = {.gridDimX = 1, .gridDimY = 1, .gridDimZ = 1, .blockDimX = 32,
+				      .blockDimY = 1, .blockDimZ = 1, .hStream = stream[0]};
+		return cuLaunchKernelEx(&cfg, fn, params, NULL);
+	}
+	return cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, stream[0], params, NULL);
+}
+
+static CUresult launch(CUdeviceptr p0, CUdeviceptr p1, const CUtensorMap *t0, const CUtensorMap *t1)
+{
+	return launch_form(0, p0, p1, t0, t1);
+}
+
+static void assert_refused(CUresult rc, const char *what)
+{
+	ck_assert_msg(rc == CUDA_ERROR_INVALID_HANDLE, "%s: launch returned %d", what, rc);
+	const char *s = NULL;
+	cuGetErrorString(rc, &s);
+	ck_assert_msg(s && strstr(s, cg_deepgemm_message) && strstr(s, "on device 1"), "%s: %s",
+		      what, s ? s : "(null)");
+}
+
+static CUdeviceptr dev_alloc(int d)
+{
+	CUdeviceptr p;
+	ck_assert_int_eq(cuCtxSetCurrent(ctx[d]), CUDA_SUCCESS);
+	ck_assert_int_eq(cuMemAlloc(&p, SIZE), CUDA_SUCCESS);
+	return p;
+}
+
+/* Every way of getting device memory, on device 1. */
+static CUdeviceptr alloc_by(int how, size_t *size_out)
+{
+	CUdeviceptr p = 0;
+	size_t pitch;
+	*size_out = SIZE;
+	ck_assert_int_eq(cuCtxSetCurrent(ctx[1]), CUDA_SUCCESS);
+	switch (how) {
+	case 0:
+		ck_assert_int_eq(cuMemAlloc(&p, SIZE), CUDA_SUCCESS);
+		break;
+	case 1:
+		ck_assert_int_eq(cuMemAllocPitch(&p, &pitch, 4096, 1024, 4), CUDA_SUCCESS);
+		*size_out = pitch * 1024;
+		break;
+	case 2:
+		ck_assert_int_eq(cuMemAllocAsync(&p, SIZE, stream[1]), CUDA_SUCCESS);
+		break;
+	case 3: {
+		/* A pool on device 1, used from device 0's stream. */
+		CUmemPoolProps props = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+					.location = {CU_MEM_LOCATION_TYPE_DEVICE, 1}};
+		CUmemoryPool pool;
+		ck_assert_int_eq(cuMemPoolCreate(&pool, &props), CUDA_SUCCESS);
+		ck_assert_int_eq(cuMemAllocFromPoolAsync(&p, SIZE, pool, stream[0]), CUDA_SUCCESS);
+		break;
+	}
+	default: {
+		/* Expandable segments: reserve, create on device 1, map. */
+		CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+					    .location = {CU_MEM_LOCATION_TYPE_DEVICE, 1}};
+		CUmemGenericAllocationHandle h;
+		ck_assert_int_eq(cuMemAddressReserve(&p, 4 * (size_t)SIZE, 0, 0, 0), CUDA_SUCCESS);
+		ck_assert_int_eq(cuMemCreate(&h, SIZE, &prop, 0), CUDA_SUCCESS);
+		p += SIZE;    /* map in the middle of the reservation */
+		ck_assert_int_eq(cuMemMap(p, SIZE, 0, h, 0), CUDA_SUCCESS);
+		CUmemAccessDesc acc = {{CU_MEM_LOCATION_TYPE_DEVICE, 1},
+				       CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+		ck_assert_int_eq(cuMemSetAccess(p, SIZE, &acc, 1), CUDA_SUCCESS);
+		break;
+	}
+	}
+	return p;
+}
+
+static void free_by(int how, CUdeviceptr p, size_t size)
+{
+	switch (how) {
+	case 2:
+	case 3:
+		ck_assert_int_eq(cuMemFreeAsync(p, stream[1]), CUDA_SUCCESS);
+		break;
+	case 4:
+		ck_assert_int_eq(cuMemUnmap(p, size), CUDA_SUCCESS);
+		break;
+	default:
+		ck_assert_int_eq(cuMemFree(p), CUDA_SUCCESS);
+	}
+}
+
+static const char *const alloc_names[] = {"cuMemAlloc", "cuMemAllocPitch", "cuMemAllocAsync",
+					  "cuMemAllocFromPoolAsync", "cuMemCreate+cuMemMap"};
+
+START_TEST(every_allocation_path)
+{
+	setup();
+	CUdeviceptr own = dev_alloc(0);
+	CUtensorMap t = tmap_over(own);
+	size_t size;
+	CUdeviceptr p = alloc_by(_i, &size);
+	/* A view in the middle of the allocation, as a tensor slice would be. */
+	assert_refused(launch(own, p + size / 2 + 6, &t, &t), alloc_names[_i]);
+	assert_refused(launch(p, own, &t, &t), alloc_names[_i]);
+	ck_assert_int_eq(launch(own, own, &t, &t), CUDA_SUCCESS);
+	free_by(_i, p, size);
+	ck_assert_msg(launch(own, p, &t, &t) == CUDA_SUCCESS, "%s: freed memory still mapped",
+		      alloc_names[_i]);
+}
+END_TEST
+
+START_TEST(memory_every_device_reaches)
+{
+	setup();
+	CUdeviceptr own = dev_alloc(0);
+	CUtensorMap t = tmap_over(own);
+	CUdeviceptr managed;
+	void *pinned, *host_alloc;
+	static char registered[1 << 16];
+	ck_assert_int_eq(cuCtxSetCurrent(ctx[1]), CUDA_SUCCESS);
+	ck_assert_int_eq(cuMemAllocManaged(&managed, SIZE, CU_MEM_ATTACH_GLOBAL), CUDA_SUCCESS);
+	ck_assert_int_eq(cuMemAllocHost(&pinned, SIZE), CUDA_SUCCESS);
+	ck_assert_int_eq(cuMemHostAlloc(&host_alloc, SIZE, CU_MEMHOSTALLOC_PORTABLE), CUDA_SUCCESS);
+	ck_assert_int_eq(cuMemHostRegister(registered, sizeof registered, 0), CUDA_SUCCESS);
+	ck_assert_int_eq(launch(managed + 64, (CUdeviceptr)pinned, &t, &t), CUDA_SUCCESS);
+	ck_assert_int_eq(launch((CUdeviceptr)host_alloc, (CUdeviceptr)registered, &t, &t),
+			 CUDA_SUCCESS);
+	CUtensorMap tm = tmap_over(managed);
+	ck_assert_int_eq(launch(own, own, &tm, &t), CUDA_SUCCESS);
+	/* Values that are not addresses at all. */
+	ck_assert_int_eq(launch(0, 4096, &t, &t), CUDA_SUCCESS);
+	ck_assert_int_eq(launch((CUdeviceptr)-1, 0x123456789abcULL, &t, &t), CUDA_SUCCESS);
+	ck_assert_int_eq(cuMemHostUnregister(registered), CUDA_SUCCESS);
+	ck_assert_int_eq(cuMemFreeHost(pinned), CUDA_SUCCESS);
+	ck_assert_int_eq(cuMemFreeHost(host_alloc), CUDA_SUCCESS);
+	ck_assert_int_eq(cuMemFree(managed), CUDA_SUCCESS);
+}
+END_TEST
+
+static const char *const encoders[] = {"cuTensorMapEncodeTiled", "cuTensorMapEncodeIm2col",
+				       "cuTensorMapEncodeIm2colWide", "cuTensorMapReplaceAddress"};
+
+START_TEST(every_tensor_map_encoder)
+{
+	setup();
+	CUdeviceptr own = dev_alloc(0), other = dev_alloc(1);
+	CUtensorMap ok = tmap_over(own), m;
+	cuuint64_t dims[3] = {64, 32, 16}, strides[2] = {128, 128 * 32};
+	cuuint32_t elem[3] = {1, 1, 1};
+	int lo[1] = {0}, hi[1] = {0};
+	CUresult rc = CUDA_SUCCESS;
+	switch (_i) {
+	case 0:
+		m = tmap_over(other);
+		break;
+	case 1:
+		rc = cuTensorMapEncodeIm2col(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, (void *)other, dims,
+					     strides, lo, hi, 64, 32, elem,
+					     CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+					     CU_TENSOR_MAP_L2_PROMOTION_NONE,
+					     CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+		break;
+	case 2:
+		rc = cuTensorMapEncodeIm2colWide(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, (void *)other,
+						 dims, strides, 0, 0, 64, 32, elem,
+						 CU_TENSOR_MAP_INTERLEAVE_NONE,
+						 CU_TENSOR_MAP_IM2COL_WIDE_MODE_W,
+						 CU_TENSOR_MAP_SWIZZLE_128B,
+						 CU_TENSOR_MAP_L2_PROMOTION_NONE,
+						 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+		break;
+	default:
+		m = tmap_over(own);
+		ck_assert_int_eq(launch(own, own, &m, &ok), CUDA_SUCCESS);
+		rc = cuTensorMapReplaceAddress(&m, (void *)other);
+	}
+	ck_assert_msg(rc == CUDA_SUCCESS, "%s: %d", encoders[_i], rc);
+	assert_refused(launch(own, own, &ok, &m), encoders[_i]);
+	const char *s;
+	cuGetErrorString(CUDA_ERROR_INVALID_HANDLE, &s);
+	ck_assert_msg(strstr(s, "parameter 3"), "%s", s);
+}
+END_TEST
+
+START_TEST(both_parameter_forms)
+{
+	setup();
+	CUdeviceptr own = dev_alloc(0), other = dev_alloc(1);
+	CUtensorMap ok = tmap_over(own), bad = tmap_over(other);
+	ck_assert_int_eq(launch_form(_i, own, own, &ok, &ok), CUDA_SUCCESS);
+	assert_refused(launch_form(_i, own, other, &ok, &ok), "pointer");
+	assert_refused(launch_form(_i, own, own, &bad, &ok), "tensor map");
+}
+END_TEST
+
+START_TEST(operands_off_and_scope)
+{
+	setenv("CTXGUARD_OPERANDS", "off", 1);
+	setup();
+	CUdeviceptr own = dev_alloc(0), other = dev_alloc(1);
+	CUtensorMap ok = tmap_over(own);
+	/* Checked at start-up: the policy is read once. */
+	ck_assert_int_eq(launch(own, other, &ok, &ok), CUDA_SUCCESS);
+}
+END_TEST
+
+/* In a forked child the allocation map starts empty: the operand's device
+ * comes from cuPointerGetAttributes, and a function the child never saw
+ * loaded is registered at its first launch (scope all). */
+START_TEST(fallback_for_memory_never_seen)
+{
+	setenv("CTXGUARD_SCOPE", "all", 1);
+	setup();
+	CUdeviceptr own = dev_alloc(0), other = dev_alloc(1);
+	CUtensorMap ok = tmap_over(own);
+	pid_t child = fork();
+	if (child == 0) {
+		CUresult rc = launch(own, other + 100, &ok, &ok);
+		const char *s = NULL;
+		cuGetErrorString(rc, &s);
+		if (rc == CUDA_ERROR_INVALID_HANDLE && s && strstr(s, "on device 1"))
+			_exit(0);
+		fprintf(stderr, "child: launch returned %d: %s\n", rc, s ? s : "(null)");
+		_exit(1);
+	}
+	int st;
+	waitpid(child, &st, 0);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %#x", st);
+}
+END_TEST
+
+/* The silent case itself: with peer access on, the fake runs the kernel
+ * on device 0 against device 1's memory; ctxguard stops it first. */
+START_TEST(silent_crossing_is_stopped_before_it_runs)
+{
+	setup();
+	CUdeviceptr own = dev_alloc(0), other = dev_alloc(1);
+	CUtensorMap ok = tmap_over(own);
+	ck_assert_int_eq(cuCtxSetCurrent(ctx[0]), CUDA_SUCCESS);
+	ck_assert_int_eq(cuCtxEnablePeerAccess(ctx[1], 0), CUDA_SUCCESS);
+	fake_reset();
+	assert_refused(launch(own, other, &ok, &ok), "peer access on");
+	struct fake_stats st;
+	fake_get_stats(&st);
+	ck_assert_int_eq(st.silent_cross, 0);
+	ck_assert_int_eq(st.launches, 0);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("operands");
+	TCase *t = tcase_create("operands");
+	tcase_set_timeout(t, 60);
+	tcase_add_loop_test(t, every_allocation_path, 0, 5);
+	tcase_add_test(t, memory_every_device_reaches);
+	tcase_add_loop_test(t, every_tensor_map_encoder, 0, 4);
+	tcase_add_loop_test(t, both_parameter_forms, 0, 3);
+	tcase_add_test(t, operands_off_and_scope);
+	tcase_add_test(t, fallback_for_memory_never_seen);
+	tcase_add_test(t, silent_crossing_is_stopped_before_it_runs);
+	suite_add_tcase(s, t);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
