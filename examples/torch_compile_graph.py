@@ -111,7 +111,9 @@ def graphed_training(devices, steps=5):
 
             graph = torch.cuda.CUDAGraph()
             opt.zero_grad(set_to_none=True)
-            with torch.cuda.graph(graph):
+            # torch.cuda.graph's default capture stream is created once, on
+            # the device current at first use: give each device its own.
+            with torch.cuda.graph(graph, stream=torch.cuda.Stream(device=dev)):
                 static_loss = step(model, opt, static_x, static_y)
 
             for i, (x, y) in enumerate(data):

@@ -158,6 +158,14 @@ int cg_policy_match(const struct cg_policy *p, const char *mangled,
 	return -1;
 }
 
+int cg_policy_uses_images(const struct cg_policy *p)
+{
+	for (size_t i = 0; p && i < p->nrules; i++)
+		if (p->rules[i].images)
+			return 1;
+	return 0;
+}
+
 int cg_policy_action(const struct cg_policy *p, int rule)
 {
 	if (!p)

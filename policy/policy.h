@@ -75,6 +75,10 @@ int cg_policy_match(const struct cg_policy *p, const char *mangled,
 		    const char *demangled, const char *origin_path,
 		    const char *image_hash);
 
+/* Whether any rule matches by image hash: hashing a large fatbin at every
+ * load costs milliseconds, so images are hashed only then. */
+int cg_policy_uses_images(const struct cg_policy *p);
+
 /* What a crossing by a kernel matching `rule` (-1: none) leads to. */
 int cg_policy_action(const struct cg_policy *p, int rule);
 

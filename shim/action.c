@@ -1,5 +1,6 @@
 /* What happens on a crossing: abort, error, warn or nothing, as the policy
  * says for the kernel's rule. */
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,10 +13,26 @@
 /* The error action's message for cuGetErrorString, per thread: a framework
  * turns the refused launch into an exception carrying it (DeepGEMM formats
  * cuGetErrorName/cuGetErrorString into its RuntimeError). */
-static _Thread_local struct {
-	CUresult code;
-	char text[2048];
-} refused;
+static _Thread_local CUresult refused_code CG_TLS;
+static _Thread_local char *refused_text CG_TLS;   /* per thread, on first refusal */
+static pthread_key_t text_key;
+static pthread_once_t text_once = PTHREAD_ONCE_INIT;
+enum { TEXT = 2048 };
+
+static void make_key(void)
+{
+	pthread_key_create(&text_key, free);
+}
+
+static char *text_buffer(void)
+{
+	if (!refused_text) {
+		pthread_once(&text_once, make_key);
+		refused_text = malloc(TEXT);
+		pthread_setspecific(text_key, refused_text);
+	}
+	return refused_text;
+}
 
 /* Each kernel's first few crossings are reported in full; after that they
  * are counted, so a warn-mode loop cannot flood stderr or the log. */
@@ -79,21 +96,25 @@ CUresult cg_act(struct cg_crossing *c, const struct cg_fn *fn)
 	case CG_ACT_ABORT:
 		/* Everything is written with write(2): nothing left to flush. */
 		abort();
-	case CG_ACT_ERROR:
-		refused.code = (CUresult)cg_policy->error_code;
+	case CG_ACT_ERROR: {
+		char *text = text_buffer();
+		refused_code = (CUresult)cg_policy->error_code;
+		if (!text)
+			return refused_code;
 		if (c->kind == 'b')
-			snprintf(refused.text, sizeof refused.text,
+			snprintf(text, TEXT,
 				 "%s [ctxguard: %s refused: kernel %s launched on device %d "
 				 "with parameter %d on device %d]",
 				 cg_crossing_message(cg_policy, c->rule), c->api, c->kernel,
 				 c->launch_dev, c->param, c->addr_dev);
 		else
-			snprintf(refused.text, sizeof refused.text,
+			snprintf(text, TEXT,
 				 "%s [ctxguard: %s refused: kernel %s belongs to device %d, "
 				 "launched on device %d]",
 				 cg_crossing_message(cg_policy, c->rule), c->api, c->kernel,
 				 c->owner_dev, c->launch_dev);
-		return refused.code;
+		return refused_code;
+	}
 	default:
 		return CUDA_SUCCESS;
 	}
@@ -101,12 +122,12 @@ CUresult cg_act(struct cg_crossing *c, const struct cg_fn *fn)
 
 void cg_error_clear(void)
 {
-	refused.code = CUDA_SUCCESS;
+	refused_code = CUDA_SUCCESS;
 }
 
 const char *cg_error_message(CUresult code)
 {
-	return refused.code != CUDA_SUCCESS && refused.code == code ? refused.text : NULL;
+	return refused_code != CUDA_SUCCESS && refused_code == code ? refused_text : NULL;
 }
 
 CUresult cg_on_cuGetErrorString(const struct cg_variant *v, CUresult error, const char **str)

@@ -24,6 +24,17 @@ CUcontext cg_launch_ctx(CUstream s)
 	return c;
 }
 
+int cg_capturing(CUstream s)
+{
+	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+	if (!cg_call.cuStreamIsCapturing)
+		return 0;
+	/* An error here (a legacy-stream query during another thread's
+	 * capture) is itself a sign to stay quiet. */
+	return cg_call.cuStreamIsCapturing(s, &st) != CUDA_SUCCESS ||
+	       st != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 static int query_device(CUcontext ctx)
 {
 	CUdevice d;

@@ -11,7 +11,7 @@
 extern char **environ;
 
 _Atomic int cg_state;                    /* 0 new, 1 starting, 2 ready, 3 inert */
-_Thread_local int cg_in_hook;
+_Thread_local int cg_in_hook CG_TLS;
 const struct cg_policy *cg_policy;
 struct cg_calls cg_call;
 

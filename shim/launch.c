@@ -23,7 +23,7 @@ CUresult cg_check_launch(const char *api, CUfunction f, CUcontext launch_ctx, CU
 	if (CG_UNLIKELY(!fn)) {
 		/* Loaded out of sight (cudart's own fatbins): only its
 		 * operands can be checked, and only when asked for. */
-		if (!all || !cg_policy->operands || !(fn = cg_fn_seen((uintptr_t)f)))
+		if (!all || !cg_policy->operands || !(fn = cg_fn_seen((uintptr_t)f, stream)))
 			return CUDA_SUCCESS;
 	}
 	if (fn->rule < 0 && !all)

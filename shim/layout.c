@@ -1,7 +1,12 @@
-/* Which kernel parameters can carry an operand: pointer-sized ones, and
- * 128-byte, 64-byte-aligned ones (CUtensorMap, passed __grid_constant__).
- * Asked of the driver once per function and cached in its record. */
+/* Which kernel parameters can carry an operand.  The driver gives each
+ * parameter's offset and size only; a C++ kernel's demangled name also
+ * gives its types, so there a parameter is a pointer when its type says so
+ * (an 8-byte struct of flags is not), and a tensor map when it is a
+ * CUtensorMap.  Without types (extern "C" kernels: Triton, PTX) every
+ * 8-byte parameter may be a pointer and every 128-byte, 64-byte-aligned one
+ * a tensor map.  Built once per function and cached in its record. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "shim.h"
 
@@ -20,16 +25,85 @@ static CUresult param_info(const struct cg_fn *fn, size_t i, size_t *off, size_t
 		       : CUDA_ERROR_NOT_SUPPORTED;
 }
 
+enum { MAX_TYPED = 64 };
+
+/* The top-level parameter types of a demangled function name: the last
+ * parenthesised group, split at commas outside any brackets.  Returns the
+ * count (kinds[] filled per parameter), or -1 when there is no such list. */
+static int typed_params(const char *name, uint16_t *kinds, int max)
+{
+	size_t n = name ? strlen(name) : 0;
+	if (!n || name[n - 1] != ')')
+		return -1;
+	int depth = 0;
+	size_t open = n;
+	for (size_t i = n; i-- > 0;) {
+		char c = name[i];
+		depth += c == ')' || c == '>' || c == '}' || c == ']';
+		depth -= c == '(' || c == '<' || c == '{' || c == '[';
+		if (depth == 0) {
+			open = i;
+			break;
+		}
+	}
+	if (open == n || name[open] != '(')
+		return -1;
+	const char *p = name + open + 1, *end = name + n - 1;
+	if (p == end)
+		return 0;
+	int count = 0;
+	const char *start = p;
+	depth = 0;
+	for (; p <= end; p++) {
+		if (p < end && (*p == '(' || *p == '<' || *p == '{' || *p == '['))
+			depth++;
+		else if (p < end && (*p == ')' || *p == '>' || *p == '}' || *p == ']'))
+			depth--;
+		else if (p == end || (*p == ',' && depth == 0)) {
+			if (count == max)
+				return -1;
+			/* Trailing qualifiers do not change what the type is. */
+			const char *e = p;
+			for (;;) {
+				while (e > start && e[-1] == ' ')
+					e--;
+				if (e - start >= 5 && !strncmp(e - 5, "const", 5))
+					e -= 5;
+				else if (e - start >= 10 && !strncmp(e - 10, "__restrict", 10))
+					e -= 10;
+				else if (e - start >= 8 && !strncmp(e - 8, "volatile", 8))
+					e -= 8;
+				else
+					break;
+			}
+			int is_ptr = e > start && e[-1] == '*';
+			int is_map = !is_ptr && memmem(start, (size_t)(e - start), "CUtensorMap", 11);
+			kinds[count++] = is_ptr ? CG_P_PTR : is_map ? CG_P_TMAP : 0;
+			start = p + 1;
+		}
+	}
+	return count;
+}
+
 static const struct cg_layout *build(const struct cg_fn *fn)
 {
+	uint16_t typed[MAX_TYPED];
+	int ntyped = typed_params(fn->demangled, typed, MAX_TYPED);
+	size_t nparams = 0, o, size;
+	while (nparams < MAX_PARAMS && param_info(fn, nparams, &o, &size) == CUDA_SUCCESS)
+		nparams++;
+	/* Types that do not line up with the driver's list are not trusted. */
+	if (ntyped >= 0 && (size_t)ntyped != nparams)
+		ntyped = -1;
 	uint16_t idx[64];
 	uint16_t kind[64];
 	uint32_t off[64];
 	unsigned n = 0;
-	size_t o, size;
-	for (size_t i = 0; i < MAX_PARAMS && param_info(fn, i, &o, &size) == CUDA_SUCCESS; i++) {
+	for (size_t i = 0; i < nparams && param_info(fn, i, &o, &size) == CUDA_SUCCESS; i++) {
 		int k = size == sizeof(void *) ? CG_P_PTR
 			: size == sizeof(CUtensorMap) && o % 64 == 0 ? CG_P_TMAP : 0;
+		if (ntyped >= 0 && typed[i] != k)
+			k = 0;
 		if (!k || n == sizeof idx / sizeof idx[0])
 			continue;
 		idx[n] = (uint16_t)i;
@@ -51,12 +125,14 @@ static const struct cg_layout *build(const struct cg_fn *fn)
 	return l;
 }
 
-const struct cg_layout *cg_layout_of(const struct cg_fn *fn)
+const struct cg_layout *cg_layout_of(const struct cg_fn *fn, CUstream stream)
 {
 	struct cg_fn *f = (struct cg_fn *)fn;
 	const struct cg_layout *l = atomic_load_explicit(&f->layout, memory_order_acquire);
 	if (CG_LIKELY(l))
 		return l;
+	if (cg_capturing(stream))
+		return &empty;          /* asked again at the next launch */
 	l = build(fn);
 	const struct cg_layout *expected = NULL;
 	/* Two threads may race to build it: one wins, the other's is freed. */

@@ -102,7 +102,7 @@ static int ask_driver(uintptr_t a)
 	return tag == TAG_ANY ? CG_MEM_ANY : tag - 1;
 }
 
-int cg_mem_device(uintptr_t a)
+int cg_mem_device(uintptr_t a, CUstream stream)
 {
 	/* Small integers and non-canonical values are not user addresses:
 	 * most 8-byte kernel parameters that are not pointers end here. */
@@ -116,7 +116,7 @@ int cg_mem_device(uintptr_t a)
 	if (atomic_load_explicit(&negative[(a >> SHIFT) % NEG], memory_order_relaxed) ==
 	    (a >> SHIFT) + 1)
 		return CG_MEM_NONE;
-	return ask_driver(a);
+	return cg_capturing(stream) ? CG_MEM_NONE : ask_driver(a);
 }
 
 void cg_memory_reset(void)

@@ -35,7 +35,7 @@ static const void *param_bytes(const struct cg_layout *l, unsigned p, void **par
 CUresult cg_check_operands(const char *api, const struct cg_fn *fn, CUcontext ctx,
 			   CUstream stream, void **params, void **extra)
 {
-	const struct cg_layout *l = cg_layout_of(fn);
+	const struct cg_layout *l = cg_layout_of(fn, stream);
 	if (!l->n || (!params && !extra))
 		return CUDA_SUCCESS;
 	int dev = cg_ctx_device(ctx);
@@ -48,7 +48,7 @@ CUresult cg_check_operands(const char *api, const struct cg_fn *fn, CUcontext ct
 		if (l->p[p].kind == CG_P_PTR) {
 			uintptr_t a;
 			memcpy(&a, bytes, sizeof a);
-			int d = cg_mem_device(a);
+			int d = cg_mem_device(a, stream);
 			if (d >= 0 && d != dev) {
 				CUresult rc = crossing(api, fn, ctx, dev, stream, l->p[p].index, a, d,
 						       "pointer");
@@ -60,7 +60,7 @@ CUresult cg_check_operands(const char *api, const struct cg_fn *fn, CUcontext ct
 		struct cg_tmap t;
 		if (!cg_tmap_find(bytes, &t))
 			continue;
-		int d = cg_mem_device(t.addr);
+		int d = cg_mem_device(t.addr, stream);
 		if (d >= 0 && d != dev) {
 			char shape[256];
 			cg_tmap_describe(&t, shape, sizeof shape);

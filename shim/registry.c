@@ -45,7 +45,9 @@ static char *keep_string(const char *s)
 }
 
 /* __cxa_demangle lives in libstdc++, which a CUDA program nearly always has
- * loaded; without it names stay mangled. */
+ * loaded; a C program gets it loaded here, since demangled names carry the
+ * parameter types that operand checks rely on.  Without it names stay
+ * mangled. */
 static const char *demangle(const char *name)
 {
 	typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
@@ -55,6 +57,10 @@ static const char *demangle(const char *name)
 	demangle_fn f = atomic_load(&fn);
 	if (!f) {
 		f = (demangle_fn)cg_real_dlsym(RTLD_DEFAULT, "__cxa_demangle");
+		if (!f) {
+			void *cxx = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_LOCAL);
+			f = cxx ? (demangle_fn)cg_real_dlsym(cxx, "__cxa_demangle") : NULL;
+		}
 		if (!f)
 			return NULL;
 		atomic_store(&fn, f);
@@ -122,7 +128,8 @@ const struct cg_mod *cg_mod_add(uintptr_t handle, CUcontext owner, const char *v
 	m->dev = owner ? cg_ctx_device(owner) : -1;
 	m->via = via;
 	m->path = keep_string(path ? path : lib ? lib->path : NULL);
-	m->hash = image ? image_hash(image) : lib ? lib->hash : NULL;
+	m->hash = image && cg_policy_uses_images(cg_policy) ? image_hash(image)
+		  : lib ? lib->hash : NULL;
 	m->lib = lib;
 	cg_table_put(owner || lib ? &mods : &libs, handle, m);
 	return m;
@@ -164,6 +171,12 @@ void cg_mod_remove(uintptr_t handle)
 const struct cg_fn *cg_fn_add(uintptr_t handle, CUcontext owner, unsigned flags,
 			      const char *via, const char *name, const struct cg_mod *mod)
 {
+	/* libcudart asks cuKernelGetFunction again at every launch: the same
+	 * answer again costs one lookup, not a new record. */
+	const struct cg_fn *old = cg_table_get(&fns, handle);
+	if (old && old->owner == owner && old->mod == mod && old->flags == flags &&
+	    strcmp(old->name, name ? name : "<unnamed>") == 0)
+		return old;
 	struct cg_fn *f = record(sizeof *f);
 	if (!f)
 		return NULL;
@@ -188,9 +201,11 @@ const struct cg_fn *cg_fn_get(uintptr_t handle)
 	return cg_table_get(&fns, handle);
 }
 
-const struct cg_fn *cg_fn_seen(uintptr_t handle)
+const struct cg_fn *cg_fn_seen(uintptr_t handle, CUstream stream)
 {
 	const char *name = NULL;
+	if (cg_capturing(stream))
+		return NULL;            /* registered at a launch outside capture */
 	unsigned flags = 0;
 	if (!cg_call.cuFuncGetName ||
 	    cg_call.cuFuncGetName(&name, (CUfunction)handle) != CUDA_SUCCESS) {

@@ -20,8 +20,8 @@ static struct block {
 	_Atomic unsigned long v[NSLOTS];
 } __attribute__((aligned(64))) pool[POOL];
 static _Atomic unsigned next_block;
-static _Thread_local struct block *mine;
-static _Thread_local int shared;
+static _Thread_local struct block *mine CG_TLS;
+static _Thread_local int shared CG_TLS;
 
 static inline void bump(int slot)
 {

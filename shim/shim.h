@@ -13,6 +13,9 @@
 
 #define CG_EXPORT __attribute__((visibility("default")))
 /* For code that runs while a sanitizer runtime is still initialising. */
+/* Static TLS: the launch path reads it, and a general-dynamic access would
+ * be a __tls_get_addr call each time. */
+#define CG_TLS __attribute__((tls_model("initial-exec")))
 #define CG_NO_SANITIZE __attribute__((no_sanitize("address", "undefined"), no_sanitize_thread))
 #define CG_LIKELY(x) __builtin_expect(!!(x), 1)
 #define CG_UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -77,7 +80,8 @@ void cg_entry_resolve(void *libcuda);   /* fills every .real */
 	X(cuKernelGetParamInfo, (CUkernel k, size_t i, size_t *off, size_t *size)) \
 	X(cuPointerGetAttribute, (void *data, CUpointer_attribute a, CUdeviceptr p)) \
 	X(cuPointerGetAttributes, (unsigned n, CUpointer_attribute *a, void **data, CUdeviceptr p)) \
-	X(cuGetErrorName, (CUresult e, const char **name))
+	X(cuGetErrorName, (CUresult e, const char **name))                  \
+	X(cuStreamIsCapturing, (CUstream s, CUstreamCaptureStatus * status))
 
 struct cg_calls {
 #define X(name, params) CUresult(*name) params;
@@ -104,7 +108,7 @@ static inline int cg_ready(void)
 {
 	return CG_LIKELY(atomic_load_explicit(&cg_state, memory_order_acquire) == 2) || cg_init();
 }
-extern _Thread_local int cg_in_hook;         /* recursion guard */
+extern _Thread_local int cg_in_hook CG_TLS;         /* recursion guard */
 
 /* ---- registries (shim/registry.c) ---- */
 
@@ -147,7 +151,7 @@ const struct cg_fn *cg_fn_add(uintptr_t handle, CUcontext owner, unsigned flags,
 const struct cg_fn *cg_fn_get(uintptr_t handle);
 /* A function first met at launch (loaded out of sight): registered once,
  * unowned, so its operands can be checked under scope all. */
-const struct cg_fn *cg_fn_seen(uintptr_t handle);
+const struct cg_fn *cg_fn_seen(uintptr_t handle, CUstream stream);
 void cg_registry_counts(size_t *mods, size_t *fns, size_t *experts);
 
 /* ---- contexts (shim/context.c) ---- */
@@ -156,6 +160,11 @@ CUcontext cg_current_ctx(void);
 /* The context a launch on stream s runs in (current for NULL/legacy/ptds). */
 CUcontext cg_launch_ctx(CUstream s);
 int cg_ctx_device(CUcontext ctx);            /* -1 if unknown; cached */
+/* Whether s (or the current thread) is capturing a graph: then only the
+ * launch path's cached answers are used, since a query the driver deems
+ * unsafe during capture (one that lazily loads a module, say) would
+ * invalidate the capture. */
+int cg_capturing(CUstream s);
 void cg_ctx_forget(CUcontext ctx);
 void cg_context_reset(void);
 
@@ -164,7 +173,7 @@ void cg_context_reset(void);
 enum { CG_MEM_NONE = -1, CG_MEM_ANY = -2 };
 /* Device holding address a, CG_MEM_ANY (managed, host-mapped) or
  * CG_MEM_NONE (not device memory).  Lock-free unless never seen before. */
-int cg_mem_device(uintptr_t a);
+int cg_mem_device(uintptr_t a, CUstream stream);
 void cg_memory_reset(void);
 
 struct cg_tmap {
@@ -185,7 +194,7 @@ struct cg_layout {
 };
 /* The parameters worth checking, from cuFuncGetParamInfo, once per
  * function (cached in the record). */
-const struct cg_layout *cg_layout_of(const struct cg_fn *fn);
+const struct cg_layout *cg_layout_of(const struct cg_fn *fn, CUstream stream);
 
 /* Kind (b) for one launch of fn in ctx (shim/operands.c). */
 CUresult cg_check_operands(const char *api, const struct cg_fn *fn, CUcontext ctx,

@@ -3,45 +3,46 @@
  * A CUtensorMap is opaque: the only way to know which memory a TMA
  * descriptor passed to a kernel points at is to have seen it encoded.  JIT
  * libraries encode new descriptors on every call (DeepGEMM does), so the
- * registry is a fixed-size cache: SHARDS sets of WAYS entries, replaced
- * round-robin within a set, each set under its own lock (never a global
- * one, and never across a driver call). */
+ * registry is a fixed-size cache: SETS sets of WAYS entries, replaced
+ * round-robin within a set.  Writers (the encode hooks) serialise per set;
+ * readers (every checked launch) take no lock: each entry is a seqlock
+ * whose words are all atomics. */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "shim.h"
 
-enum { SHARDS = 64, WAYS = 64, DESC = 128 };
+enum { SETS = 512, WAYS = 8, DESC = 128, DWORDS = DESC / 8,
+       IWORDS = (sizeof(struct cg_tmap) + 7) / 8 };
 
 struct entry {
-	uint64_t hash;             /* 0: empty */
-	unsigned char desc[DESC];
-	struct cg_tmap info;
+	_Atomic uint32_t seq;      /* odd while being written */
+	_Atomic uint64_t hash;     /* 0: empty */
+	_Atomic uint64_t desc[DWORDS];
+	_Atomic uint64_t info[IWORDS];
 };
 
-static struct shard {
-	pthread_mutex_t lock;
+static struct set {
+	pthread_mutex_t lock;      /* writers only */
 	unsigned next;
 	struct entry e[WAYS];
-} shards[SHARDS];
+} sets[SETS];
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static void init_locks(void)
 {
-	for (int i = 0; i < SHARDS; i++)
-		pthread_mutex_init(&shards[i].lock, NULL);
+	for (int i = 0; i < SETS; i++)
+		pthread_mutex_init(&sets[i].lock, NULL);
 }
 
 /* Word-wise: it runs for every tensor-map parameter of every checked launch. */
-static uint64_t hash_desc(const void *desc)
+static uint64_t hash_desc(const uint64_t *w)
 {
 	uint64_t h = 0x9e3779b97f4a7c15ULL;
-	for (int i = 0; i < DESC / 8; i++) {
-		uint64_t w;
-		memcpy(&w, (const char *)desc + 8 * i, 8);
-		h = (h ^ w) * 0xff51afd7ed558ccdULL;
+	for (int i = 0; i < DWORDS; i++) {
+		h = (h ^ w[i]) * 0xff51afd7ed558ccdULL;
 		h ^= h >> 32;
 	}
 	return h | 1;
@@ -49,36 +50,70 @@ static uint64_t hash_desc(const void *desc)
 
 static void put(const void *desc, const struct cg_tmap *info)
 {
+	uint64_t w[DWORDS], iw[IWORDS] = {0};
+	memcpy(w, desc, DESC);
+	memcpy(iw, info, sizeof *info);
+	uint64_t h = hash_desc(w);
+	struct set *s = &sets[h % SETS];
 	pthread_once(&once, init_locks);
-	uint64_t h = hash_desc(desc);
-	struct shard *s = &shards[h % SHARDS];
 	pthread_mutex_lock(&s->lock);
-	struct entry *slot = NULL;
-	for (int i = 0; i < WAYS && !slot; i++)
-		if (s->e[i].hash == h && memcmp(s->e[i].desc, desc, DESC) == 0)
-			slot = &s->e[i];
-	if (!slot)
-		slot = &s->e[s->next++ % WAYS];
-	slot->hash = h;
-	memcpy(slot->desc, desc, DESC);
-	slot->info = *info;
+	struct entry *e = NULL;
+	for (int i = 0; i < WAYS && !e; i++)
+		if (atomic_load_explicit(&s->e[i].hash, memory_order_relaxed) == h)
+			e = &s->e[i];
+	if (!e)
+		e = &s->e[s->next++ % WAYS];
+	/* Release stores (plain moves on x86): a reader that sees any new
+	 * word also sees the odd sequence number stored before it. */
+	uint32_t seq = atomic_load_explicit(&e->seq, memory_order_relaxed);
+	atomic_store_explicit(&e->seq, seq + 1, memory_order_relaxed);
+	atomic_store_explicit(&e->hash, h, memory_order_release);
+	for (int i = 0; i < DWORDS; i++)
+		atomic_store_explicit(&e->desc[i], w[i], memory_order_release);
+	for (int i = 0; i < IWORDS; i++)
+		atomic_store_explicit(&e->info[i], iw[i], memory_order_release);
+	atomic_store_explicit(&e->seq, seq + 2, memory_order_release);
 	pthread_mutex_unlock(&s->lock);
+}
+
+/* One consistent read of entry e for descriptor w; 1 found, 0 not, -1 torn. */
+static int read_entry(const struct entry *e, uint64_t h, const uint64_t *w, struct cg_tmap *out)
+{
+	uint32_t seq = atomic_load_explicit(&e->seq, memory_order_acquire);
+	if (seq & 1)
+		return -1;
+	/* Acquire loads: the sequence number is read again after them. */
+	if (atomic_load_explicit(&e->hash, memory_order_acquire) != h)
+		return 0;
+	int same = 1;
+	for (int i = 0; i < DWORDS; i++)
+		same &= atomic_load_explicit(&e->desc[i], memory_order_acquire) == w[i];
+	uint64_t iw[IWORDS];
+	for (int i = 0; i < IWORDS; i++)
+		iw[i] = atomic_load_explicit(&e->info[i], memory_order_acquire);
+	if (atomic_load_explicit(&e->seq, memory_order_relaxed) != seq)
+		return -1;
+	if (!same)
+		return 0;
+	memcpy(out, iw, sizeof *out);
+	return 1;
 }
 
 int cg_tmap_find(const void *desc, struct cg_tmap *out)
 {
-	pthread_once(&once, init_locks);
-	uint64_t h = hash_desc(desc);
-	struct shard *s = &shards[h % SHARDS];
-	int found = 0;
-	pthread_mutex_lock(&s->lock);
-	for (int i = 0; i < WAYS && !found; i++)
-		if (s->e[i].hash == h && memcmp(s->e[i].desc, desc, DESC) == 0) {
-			*out = s->e[i].info;
-			found = 1;
-		}
-	pthread_mutex_unlock(&s->lock);
-	return found;
+	uint64_t w[DWORDS];
+	memcpy(w, desc, DESC);
+	uint64_t h = hash_desc(w);
+	const struct set *s = &sets[h % SETS];
+	for (int i = 0; i < WAYS; i++) {
+		int r;
+		/* A torn read means a writer is replacing the entry right now. */
+		for (int tries = 0; (r = read_entry(&s->e[i], h, w, out)) < 0 && tries < 64; tries++)
+			;
+		if (r > 0)
+			return 1;
+	}
+	return 0;
 }
 
 void cg_tmap_describe(const struct cg_tmap *t, char *buf, size_t n)

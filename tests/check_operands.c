@@ -320,6 +320,32 @@ START_TEST(silent_crossing_is_stopped_before_it_runs)
 }
 END_TEST
 
+/* With a C++ signature, only parameters typed as pointers are pointers:
+ * an 8-byte struct of flags that happens to look like an address is not. */
+START_TEST(types_from_the_demangled_name)
+{
+	setenv("CTXGUARD_SCOPE", "all", 1);
+	setup();
+	static const char typed[] = "//ctxguard-fake-image\n.kernel _Z6kernel5FlagsPf 8,8\n";
+	CUmodule mod;
+	CUfunction k;
+	ck_assert_int_eq(cuCtxSetCurrent(ctx[0]), CUDA_SUCCESS);
+	ck_assert_int_eq(cuModuleLoadData(&mod, typed), CUDA_SUCCESS);
+	ck_assert_int_eq(cuModuleGetFunction(&k, mod, "_Z6kernel5FlagsPf"), CUDA_SUCCESS);
+	CUdeviceptr own = dev_alloc(0), other = dev_alloc(1);
+	ck_assert_int_eq(cuCtxSetCurrent(ctx[0]), CUDA_SUCCESS);
+	void *flags_looks_like_other[] = {&other, &own};
+	ck_assert_int_eq(cuLaunchKernel(k, 1, 1, 1, 1, 1, 1, 0, NULL, flags_looks_like_other, NULL),
+			 CUDA_SUCCESS);
+	void *float_ptr_is_other[] = {&own, &other};
+	CUresult rc = cuLaunchKernel(k, 1, 1, 1, 1, 1, 1, 0, NULL, float_ptr_is_other, NULL);
+	ck_assert_int_eq(rc, CUDA_ERROR_INVALID_HANDLE);
+	const char *s = NULL;
+	cuGetErrorString(rc, &s);
+	ck_assert_msg(s && strstr(s, "parameter 1 on device 1"), "%s", s ? s : "(null)");
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("operands");
@@ -332,6 +358,7 @@ int main(void)
 	tcase_add_test(t, operands_off_and_scope);
 	tcase_add_test(t, fallback_for_memory_never_seen);
 	tcase_add_test(t, silent_crossing_is_stopped_before_it_runs);
+	tcase_add_test(t, types_from_the_demangled_name);
 	suite_add_tcase(s, t);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -1,0 +1,52 @@
+/* Pieces of the grouped_mm host API shared between its files. */
+#ifndef CG_GMM_INTERNAL_H
+#define CG_GMM_INTERNAL_H
+
+#include "grouped_mm.h"
+#include "gmm_kernels.h"
+
+#define CG_GMM_EXPORT __attribute__((visibility("default")))
+
+/* The table cg_gmm_init() installed, NULL before. */
+const struct cg_gmm_driver *cg_gmm_drv(void);
+
+/* Record why the current call fails (cg_gmm_last_error()); returns err. */
+CUresult cg_gmm_fail(CUresult err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void cg_gmm_clear_error(void);
+
+/* One kernel of the fatbin, from the table in gmm_kernels.h. */
+struct cg_gmm_kernel_info {
+	const char *name;
+	int sm90;  /* TMA + wgmma kernel (sm_90a image only) */
+	int fp8;
+	int kn;    /* B in [G, K, N] */
+	int bm, bn, bk, stages;
+};
+extern const struct cg_gmm_kernel_info cg_gmm_kernel_info[CG_GMM_NKERNELS];
+
+static inline int cg_gmm_kernel_threads(const struct cg_gmm_kernel_info *k)
+{
+	return k->sm90 ? (k->bm / 64 + 1) * 128 : 256;
+}
+
+static inline unsigned cg_gmm_kernel_smem(const struct cg_gmm_kernel_info *k, int form, int g)
+{
+	return k->sm90 ? cg_gmm_sm90_smem(k->fp8 ? 1 : 2, k->bm, k->bn, k->bk, k->stages, form, g)
+		       : cg_gmm_sm80_smem(k->bm, k->bn, k->bk, form, g);
+}
+
+/* What one context holds: its device's kernels and properties. */
+struct cg_gmm_module {
+	CUfunction fn[CG_GMM_NKERNELS]; /* NULL where this device cannot run it */
+	int sm_count;
+	int cc; /* compute capability, major * 10 + minor */
+};
+
+/* The kernels loaded into ctx, which is current on this thread; loaded on
+ * first use and kept for the life of the process. */
+CUresult cg_gmm_module_get(const struct cg_gmm_driver *drv, CUcontext ctx, const struct cg_gmm_module **out);
+
+/* The fatbin that kernels/embed.c links in. */
+extern const unsigned char cg_gmm_fatbin[] __attribute__((visibility("hidden")));
+
+#endif

@@ -1,0 +1,92 @@
+/* What the host API and the kernels must agree on, in one place: the kernel
+ * table, each kernel's tile shape, the argument block and the shared-memory
+ * size.  Included by C (host) and by CUDA C++ (kernels). */
+#ifndef CG_GMM_KERNELS_H
+#define CG_GMM_KERNELS_H
+
+#ifdef __CUDACC__
+#define CG_HD __host__ __device__
+#else
+#define CG_HD
+#endif
+
+/* X(name, impl, dtype, b_layout, bm, bn, bk, stages)
+ *   impl SM90: TMA + wgmma, warp-specialized, persistent; bm/64 consumer
+ *              warpgroups plus one producer warpgroup; stages-deep ring.
+ *   impl SM80: mma.sync, 256 threads, portable to every GPU from sm_80.
+ * "small" tiles (bm 64) serve decode-sized groups, "large" ones prefill. */
+#define CG_GMM_KERNELS(X)                                              \
+	X(cg_gmm_sm90_bf16_nk_small, SM90, BF16, NK, 64, 128, 64, 8)   \
+	X(cg_gmm_sm90_bf16_kn_small, SM90, BF16, KN, 64, 128, 64, 8)   \
+	X(cg_gmm_sm90_bf16_nk_large, SM90, BF16, NK, 128, 256, 64, 4)  \
+	X(cg_gmm_sm90_bf16_kn_large, SM90, BF16, KN, 128, 256, 64, 4)  \
+	X(cg_gmm_sm90_fp8_nk_small, SM90, FP8, NK, 64, 128, 128, 8)    \
+	X(cg_gmm_sm90_fp8_nk_large, SM90, FP8, NK, 128, 256, 128, 4)   \
+	X(cg_gmm_sm80_bf16_nk, SM80, BF16, NK, 128, 128, 32, 1)        \
+	X(cg_gmm_sm80_bf16_kn, SM80, BF16, KN, 128, 128, 32, 1)        \
+	X(cg_gmm_sm80_fp8_nk, SM80, FP8, NK, 128, 128, 32, 1)          \
+	X(cg_gmm_sm80_fp8_kn, SM80, FP8, KN, 128, 128, 32, 1)
+
+enum cg_gmm_kernel_id {
+#define CG_GMM_KERNEL_ID(name, impl, dt, bl, bm, bn, bk, st) CG_GMM_K_##name,
+	CG_GMM_KERNELS(CG_GMM_KERNEL_ID)
+#undef CG_GMM_KERNEL_ID
+	CG_GMM_NKERNELS
+};
+
+enum cg_gmm_form { CG_GMM_FORM_OFFS = 0, CG_GMM_FORM_CONTIGUOUS = 1 };
+
+/* cg_gmm_args.flags: what the operands' alignment allows */
+#define CG_GMM_ARG_VEC_A 1   /* A rows: 16-byte loads of 8 elements (SM80) */
+#define CG_GMM_ARG_VEC_B 2   /* B rows along the contiguous dim, likewise */
+#define CG_GMM_ARG_D_PAIR 4  /* D: 4-byte stores of 2 elements */
+#define CG_GMM_ARG_D_QUAD 8  /* D: 8-byte stores of 4 elements */
+
+/* Groups the offs form keeps in shared memory (row ranges, tile prefix). */
+#define CG_GMM_MAX_OFFS_GROUPS 1024
+/* Consecutive m-tiles swept across all n-tiles before the next band, so that
+ * the tiles in flight share A rows and B experts in L2. */
+#define CG_GMM_BAND 16
+
+/* The kernels' only non-TMA parameter; identical layout in C and C++. */
+struct cg_gmm_args {
+	const void *a, *b;
+	void *d;
+	const int *index;         /* offs [g] or grouped_layout [m] */
+	const float *sfa, *sfb;
+	long long sfa_sm, sfa_sk; /* sfa element (m, kb) stride, in elements */
+	int m, n, k, g;
+	int form;                 /* enum cg_gmm_form */
+	int flags;                /* CG_GMM_ARG_* */
+};
+
+/* Shared-memory layout sizes; the kernels carve the same regions in this
+ * order: 1024 bytes of alignment slack (SM90 swizzled tiles), the tile
+ * buffers, the mbarriers, the fp8 scales, the group tables. */
+CG_HD static inline unsigned cg_gmm_tables_bytes(int form, int g)
+{
+	/* pre[g + 1], start[g], end[g], 32 warp-chunk totals */
+	return form == CG_GMM_FORM_OFFS ? (unsigned)(3 * g + 1 + 32) * 4u : 0u;
+}
+
+CG_HD static inline unsigned cg_gmm_sm90_ring_bytes(int esize, int bm, int bn, int bk, int stages)
+{
+	return (unsigned)((bm + bn) * bk * esize * stages);
+}
+
+/* esize 1 (fp8) adds each stage's scales: sfa[bm], sfb[bn/128], padded */
+CG_HD static inline unsigned cg_gmm_sm90_smem(int esize, int bm, int bn, int bk, int stages, int form, int g)
+{
+	return 1024u + cg_gmm_sm90_ring_bytes(esize, bm, bn, bk, stages) + (unsigned)(2 * stages * 8) +
+	       (esize == 1 ? (unsigned)(stages * (bm + 4) * 4) : 0u) + cg_gmm_tables_bytes(form, g);
+}
+
+/* SM80: A and B tiles of 16-bit elements, rows padded by 8 elements so that
+ * ldmatrix's eight 16-byte row reads hit distinct banks. */
+#define CG_GMM_SM80_LDS(bk) ((bk) + 8)
+CG_HD static inline unsigned cg_gmm_sm80_smem(int bm, int bn, int bk, int form, int g)
+{
+	return (unsigned)((bm + bn) * CG_GMM_SM80_LDS(bk) * 2) + cg_gmm_tables_bytes(form, g);
+}
+
+#endif

@@ -1,0 +1,129 @@
+/* Per-context cache of the bundled module: loaded into a context the first
+ * time a problem runs there, looked up by the context's unique id (a
+ * CUcontext value can be reused after its context is destroyed).  The lock
+ * guards the list only; no driver call runs under it. */
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "gmm_internal.h"
+
+#define CG_GMM_SM90_SM90 1
+#define CG_GMM_SM90_SM80 0
+#define CG_GMM_FP8_FP8 1
+#define CG_GMM_FP8_BF16 0
+#define CG_GMM_KN_KN 1
+#define CG_GMM_KN_NK 0
+
+const struct cg_gmm_kernel_info cg_gmm_kernel_info[CG_GMM_NKERNELS] = {
+#define CG_GMM_INFO(name, impl, dt, bl, bm, bn, bk, st) \
+	{#name, CG_GMM_SM90_##impl, CG_GMM_FP8_##dt, CG_GMM_KN_##bl, bm, bn, bk, st},
+	CG_GMM_KERNELS(CG_GMM_INFO)
+#undef CG_GMM_INFO
+};
+
+#ifndef CG_NO_KERNELS
+
+struct cg_gmm_entry {
+	unsigned long long ctx_id;
+	CUmodule module;
+	struct cg_gmm_module m;
+	struct cg_gmm_entry *next;
+};
+
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct cg_gmm_entry *cache;
+
+static struct cg_gmm_entry *find_locked(unsigned long long id)
+{
+	for (struct cg_gmm_entry *e = cache; e; e = e->next)
+		if (e->ctx_id == id)
+			return e;
+	return NULL;
+}
+
+static CUresult device_attr(const struct cg_gmm_driver *drv, CUdevice dev, CUdevice_attribute attr, int *out)
+{
+	const CUresult r = drv->cuDeviceGetAttribute(out, attr, dev);
+	return r == CUDA_SUCCESS ? r : cg_gmm_fail(r, "grouped_mm: cuDeviceGetAttribute(%d) failed", (int)attr);
+}
+
+/* The functions this device can run, each allowed the shared memory its
+ * largest problem needs. */
+static CUresult load_functions(const struct cg_gmm_driver *drv, struct cg_gmm_entry *e)
+{
+	CUdevice dev;
+	int major, minor, smem_optin;
+	CUresult r = drv->cuCtxGetDevice(&dev);
+	if (r != CUDA_SUCCESS)
+		return cg_gmm_fail(r, "grouped_mm: cuCtxGetDevice failed");
+	if ((r = device_attr(drv, dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, &major)) ||
+	    (r = device_attr(drv, dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, &minor)) ||
+	    (r = device_attr(drv, dev, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, &e->m.sm_count)) ||
+	    (r = device_attr(drv, dev, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, &smem_optin)))
+		return r;
+	e->m.cc = major * 10 + minor;
+	for (int i = 0; i < CG_GMM_NKERNELS; ++i) {
+		const struct cg_gmm_kernel_info *k = &cg_gmm_kernel_info[i];
+		const unsigned smem = cg_gmm_kernel_smem(k, CG_GMM_FORM_OFFS, CG_GMM_MAX_OFFS_GROUPS);
+		/* the sm_90a image runs on compute capability 9.0 only */
+		if ((k->sm90 && e->m.cc != 90) || smem > (unsigned)smem_optin)
+			continue;
+		r = drv->cuModuleGetFunction(&e->m.fn[i], e->module, k->name);
+		if (r != CUDA_SUCCESS)
+			return cg_gmm_fail(r, "grouped_mm: kernel %s not in the fatbin", k->name);
+		r = drv->cuFuncSetAttribute(e->m.fn[i], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)smem);
+		if (r != CUDA_SUCCESS)
+			return cg_gmm_fail(r, "grouped_mm: %s: cannot allow %u bytes of shared memory", k->name,
+					   smem);
+	}
+	return CUDA_SUCCESS;
+}
+
+CUresult cg_gmm_module_get(const struct cg_gmm_driver *drv, CUcontext ctx, const struct cg_gmm_module **out)
+{
+	unsigned long long id;
+	CUresult r = drv->cuCtxGetId(ctx, &id);
+	if (r != CUDA_SUCCESS)
+		return cg_gmm_fail(r, "grouped_mm: cuCtxGetId failed");
+	pthread_mutex_lock(&cache_lock);
+	struct cg_gmm_entry *e = find_locked(id);
+	pthread_mutex_unlock(&cache_lock);
+	if (e) {
+		*out = &e->m;
+		return CUDA_SUCCESS;
+	}
+
+	struct cg_gmm_entry *mine = calloc(1, sizeof *mine);
+	if (!mine)
+		return cg_gmm_fail(CUDA_ERROR_OUT_OF_MEMORY, "grouped_mm: out of host memory");
+	mine->ctx_id = id;
+	r = drv->cuModuleLoadData(&mine->module, cg_gmm_fatbin);
+	if (r != CUDA_SUCCESS) {
+		free(mine);
+		return cg_gmm_fail(r, "grouped_mm: cuModuleLoadData of the bundled fatbin failed");
+	}
+	r = load_functions(drv, mine);
+	if (r != CUDA_SUCCESS) {
+		drv->cuModuleUnload(mine->module);
+		free(mine);
+		return r;
+	}
+
+	/* another thread may have loaded the same context meanwhile: keep one */
+	pthread_mutex_lock(&cache_lock);
+	e = find_locked(id);
+	if (!e) {
+		mine->next = cache;
+		cache = e = mine;
+		mine = NULL;
+	}
+	pthread_mutex_unlock(&cache_lock);
+	if (mine) {
+		drv->cuModuleUnload(mine->module);
+		free(mine);
+	}
+	*out = &e->m;
+	return CUDA_SUCCESS;
+}
+
+#endif

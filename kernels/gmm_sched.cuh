@@ -1,0 +1,128 @@
+/* Work decomposition shared by every kernel: which (group, rows, columns)
+ * output tile a linear tile index stands for, in both addressing forms. */
+#pragma once
+
+namespace cg {
+
+struct Tile {
+	int g;    /* group (expert) */
+	int m0;   /* first row of A and D */
+	int rows; /* rows of the tile inside the group, 1..BM */
+	int n0;   /* first column of D */
+};
+
+/* Offs form: per-group row ranges and the exclusive prefix of m-tile counts,
+ * built in shared memory by every thread of the block (THREADS of them).
+ * Layout (cg_gmm_tables_bytes): pre[g + 1], start[g], end[g], chunk[32].
+ * offs values are clamped into [0, m] and a group ending before it starts is
+ * empty, so no offs content can send a tile outside A or D. */
+template <int BM, int THREADS>
+__device__ __forceinline__ void build_tables(const cg_gmm_args &a, int *tab)
+{
+	int *pre = tab, *start = pre + a.g + 1, *end = start + a.g, *chunk = end + a.g;
+	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	for (int base = warp * 32; base < a.g; base += THREADS) {
+		const int g = base + lane;
+		int cnt = 0;
+		if (g < a.g) {
+			const int lo = min(max(g ? __ldg(a.index + g - 1) : 0, 0), a.m);
+			const int hi = min(max(__ldg(a.index + g), lo), a.m);
+			start[g] = lo;
+			end[g] = hi;
+			cnt = (hi - lo + BM - 1) / BM;
+		}
+		for (int o = 1; o < 32; o <<= 1) {
+			const int v = __shfl_up_sync(~0u, cnt, o);
+			if (lane >= o)
+				cnt += v;
+		}
+		if (g < a.g)
+			pre[g + 1] = cnt;
+		if (lane == 31)
+			chunk[base >> 5] = cnt;
+	}
+	__syncthreads();
+	if (warp == 0) {
+		const int v = lane < (a.g + 31) >> 5 ? chunk[lane] : 0;
+		int incl = v;
+		for (int o = 1; o < 32; o <<= 1) {
+			const int u = __shfl_up_sync(~0u, incl, o);
+			if (lane >= o)
+				incl += u;
+		}
+		chunk[lane] = incl - v;
+		if (lane == 0)
+			pre[0] = 0;
+	}
+	__syncthreads();
+	for (int g = threadIdx.x; g < a.g; g += THREADS)
+		pre[g + 1] += chunk[g >> 5];
+	__syncthreads();
+}
+
+/* Linear tile index -> tile.  m-tiles are numbered group after group (offs
+ * form) or block after block (contiguous form); tiles are visited in bands of
+ * CG_GMM_BAND m-tiles, m fastest, so that the tiles running together read
+ * the same few experts' B and the same A rows. */
+template <int BM, int BN>
+struct Sched {
+	const int *index, *pre, *start, *end;
+	int form, m, g, n_tiles, m_tiles;
+
+	__device__ Sched(const cg_gmm_args &a, const int *tab)
+	    : index(a.index), pre(tab), start(tab + a.g + 1), end(tab + 2 * a.g + 1),
+	      form(a.form), m(a.m), g(a.g), n_tiles((a.n + BN - 1) / BN),
+	      m_tiles(a.form == CG_GMM_FORM_OFFS ? tab[a.g] : (a.m + BM - 1) / BM)
+	{
+	}
+
+	__device__ int total() const { return m_tiles * n_tiles; }
+
+	/* False when the tile has nothing to compute (a padding block). */
+	__device__ bool tile(int t, Tile &o) const
+	{
+		const int band_tiles = CG_GMM_BAND * n_tiles;
+		const int band = t / band_tiles;
+		const int r = t - band * band_tiles;
+		const int first = band * CG_GMM_BAND;
+		const int width = min(CG_GMM_BAND, m_tiles - first);
+		const int nb = r / width;
+		const int mt = first + (r - nb * width);
+		o.n0 = nb * BN;
+		if (form == CG_GMM_FORM_OFFS) {
+			/* largest group whose first m-tile is <= mt: pre[lo] <= mt < pre[hi] */
+			int lo = 0, hi = g;
+			while (hi - lo > 1) {
+				const int mid = (lo + hi) >> 1;
+				if (pre[mid] <= mt)
+					lo = mid;
+				else
+					hi = mid;
+			}
+			o.g = lo;
+			o.m0 = start[lo] + (mt - pre[lo]) * BM;
+			o.rows = min(BM, end[lo] - o.m0);
+			return true;
+		}
+		o.m0 = mt * BM;
+		o.rows = min(BM, m - o.m0);
+		o.g = __ldg(index + o.m0);
+		return o.g >= 0 && o.g < g;
+	}
+
+	/* Whether row r (0-based in the tile) of tile o is written. */
+	__device__ bool row_ok(const Tile &o, int r) const
+	{
+		if (r >= o.rows)
+			return false;
+		return form == CG_GMM_FORM_OFFS || __ldg(index + o.m0 + r) == o.g;
+	}
+};
+
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi)
+{
+	const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+	return *reinterpret_cast<const uint32_t *>(&v);
+}
+
+} // namespace cg

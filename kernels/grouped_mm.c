@@ -1,0 +1,206 @@
+/* grouped_mm host API: check a problem, pick a kernel, build its TMA
+ * descriptors and launch it in the stream's context. */
+#include <limits.h>
+#include <stdint.h>
+
+#include "gmm_internal.h"
+
+static CUresult invalid(const char *what)
+{
+	return cg_gmm_fail(CUDA_ERROR_INVALID_VALUE, "grouped_mm: %s", what);
+}
+
+static CUresult check(const struct cg_gmm_problem *p, int form)
+{
+	if (!p)
+		return invalid("no problem");
+	if (p->dtype != CG_GMM_BF16 && p->dtype != CG_GMM_FP8_E4M3)
+		return invalid("dtype is neither CG_GMM_BF16 nor CG_GMM_FP8_E4M3");
+	if (p->b_layout != CG_GMM_B_NK && p->b_layout != CG_GMM_B_KN)
+		return invalid("b_layout is neither CG_GMM_B_NK nor CG_GMM_B_KN");
+	if (p->m < 0 || p->n < 1 || p->k < 1 || p->g < 1 || p->m > INT_MAX || p->n > INT_MAX ||
+	    p->k > INT_MAX || p->g > INT_MAX)
+		return invalid("sizes out of range (need 0 <= m, 1 <= n, k, g, all < 2^31)");
+	/* the largest tile count any kernel can be given must fit an int */
+	if ((p->m / 64 + 1 + p->g) * ((p->n + 127) / 128) > INT_MAX)
+		return cg_gmm_fail(CUDA_ERROR_NOT_SUPPORTED, "grouped_mm: problem too large");
+	if (p->m == 0)
+		return CUDA_SUCCESS;
+	if (!p->a || !p->b || !p->d)
+		return invalid("a, b and d are required");
+	if (form == CG_GMM_FORM_OFFS && !p->offs)
+		return invalid("offs is required");
+	if (form == CG_GMM_FORM_CONTIGUOUS && !p->layout)
+		return invalid("layout is required");
+	if (form == CG_GMM_FORM_OFFS && p->g > CG_GMM_MAX_OFFS_GROUPS)
+		return cg_gmm_fail(CUDA_ERROR_NOT_SUPPORTED, "grouped_mm: more than %d groups in offs form",
+				   CG_GMM_MAX_OFFS_GROUPS);
+	if (p->dtype == CG_GMM_FP8_E4M3 && (!p->sfa || !p->sfb))
+		return invalid("fp8 needs sfa and sfb");
+	if (p->sfa_stride_m < 0 || p->sfa_stride_k < 0)
+		return invalid("negative sfa strides");
+	return CUDA_SUCCESS;
+}
+
+#ifndef CG_NO_KERNELS
+static int aligned(uint64_t x, uint64_t to)
+{
+	return x % to == 0;
+}
+
+/* The kernel for p on a device of compute capability cc. */
+static enum cg_gmm_kernel_id choose(const struct cg_gmm_problem *p, int form, int cc)
+{
+	const int fp8 = p->dtype == CG_GMM_FP8_E4M3, kn = p->b_layout == CG_GMM_B_KN;
+	const int64_t esz = fp8 ? 1 : 2;
+	/* TMA: 16-byte aligned bases and row strides; fp8 wgmma reads K-major B only */
+	const int tma = cc == 90 && !(p->flags & CG_GMM_FORCE_PORTABLE) && !(fp8 && kn) &&
+			aligned(p->a, 16) && aligned(p->b, 16) && aligned((uint64_t)(p->k * esz), 16) &&
+			(!kn || aligned((uint64_t)(p->n * esz), 16));
+	if (!tma)
+		return fp8 ? (kn ? CG_GMM_K_cg_gmm_sm80_fp8_kn : CG_GMM_K_cg_gmm_sm80_fp8_nk)
+			   : (kn ? CG_GMM_K_cg_gmm_sm80_bf16_kn : CG_GMM_K_cg_gmm_sm80_bf16_nk);
+	/* decode-sized groups (<= 64 rows on average; contiguous blocks hold 128)
+	 * stream B: 64-row tiles, deep ring; otherwise 128 x 256 tiles */
+	const int small = form == CG_GMM_FORM_OFFS ? p->m <= 64 * p->g : p->m <= 128 * p->g;
+	if (fp8)
+		return small ? CG_GMM_K_cg_gmm_sm90_fp8_nk_small : CG_GMM_K_cg_gmm_sm90_fp8_nk_large;
+	if (small)
+		return kn ? CG_GMM_K_cg_gmm_sm90_bf16_kn_small : CG_GMM_K_cg_gmm_sm90_bf16_nk_small;
+	return kn ? CG_GMM_K_cg_gmm_sm90_bf16_kn_large : CG_GMM_K_cg_gmm_sm90_bf16_nk_large;
+}
+
+static CUresult encode(const struct cg_gmm_driver *drv, CUtensorMap *map, const char *what, int fp8,
+		       cuuint32_t rank, CUdeviceptr base, const cuuint64_t *dims, const cuuint64_t *strides,
+		       const cuuint32_t *box)
+{
+	static const cuuint32_t unit[3] = {1, 1, 1};
+	const CUresult r = drv->cuTensorMapEncodeTiled(
+	    map, fp8 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, rank,
+	    (void *)(uintptr_t)base, dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
+	    CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+	return r == CUDA_SUCCESS ? r : cg_gmm_fail(r, "grouped_mm: cuTensorMapEncodeTiled(%s) failed", what);
+}
+
+/* A [m, k] in (bm x bk) boxes; B [g, n, k] in (bn x bk) boxes or [g, k, n]
+ * in (bk x 64) boxes; out-of-range rows and channels read as zeros. */
+static CUresult tensor_maps(const struct cg_gmm_driver *drv, const struct cg_gmm_problem *p,
+			    const struct cg_gmm_kernel_info *k, CUtensorMap *ta, CUtensorMap *tb)
+{
+	const cuuint64_t esz = k->fp8 ? 1 : 2;
+	const cuuint64_t m = (cuuint64_t)p->m, n = (cuuint64_t)p->n, kk = (cuuint64_t)p->k, g = (cuuint64_t)p->g;
+	const cuuint64_t a_dims[2] = {kk, m}, a_strides[1] = {kk * esz};
+	const cuuint32_t a_box[2] = {(cuuint32_t)k->bk, (cuuint32_t)k->bm};
+	CUresult r = encode(drv, ta, "A", k->fp8, 2, p->a, a_dims, a_strides, a_box);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (k->kn) {
+		const cuuint64_t dims[3] = {n, kk, g}, strides[2] = {n * esz, kk * n * esz};
+		const cuuint32_t box[3] = {64, (cuuint32_t)k->bk, 1};
+		return encode(drv, tb, "B", k->fp8, 3, p->b, dims, strides, box);
+	}
+	const cuuint64_t dims[3] = {kk, n, g}, strides[2] = {kk * esz, n * kk * esz};
+	const cuuint32_t box[3] = {(cuuint32_t)k->bk, (cuuint32_t)k->bn, 1};
+	return encode(drv, tb, "B", k->fp8, 3, p->b, dims, strides, box);
+}
+
+static CUresult enqueue(const struct cg_gmm_driver *drv, CUcontext ctx, CUstream s, const struct cg_gmm_problem *p,
+			int form)
+{
+	const struct cg_gmm_module *mod;
+	CUresult r = cg_gmm_module_get(drv, ctx, &mod);
+	if (r != CUDA_SUCCESS)
+		return r;
+	const enum cg_gmm_kernel_id id = choose(p, form, mod->cc);
+	const struct cg_gmm_kernel_info *k = &cg_gmm_kernel_info[id];
+	if (!mod->fn[id])
+		return cg_gmm_fail(CUDA_ERROR_NOT_SUPPORTED, "grouped_mm: %s cannot run on this device", k->name);
+
+	const int fp8 = k->fp8;
+	const uint64_t esz = fp8 ? 1 : 2;
+	const int64_t kb = (p->k + 127) / 128;
+	const int use_default_sfa = p->sfa_stride_m == 0 && p->sfa_stride_k == 0;
+	struct cg_gmm_args args = {
+		.a = (const void *)(uintptr_t)p->a,
+		.b = (const void *)(uintptr_t)p->b,
+		.d = (void *)(uintptr_t)p->d,
+		.index = (const int *)(uintptr_t)(form == CG_GMM_FORM_OFFS ? p->offs : p->layout),
+		.sfa = (const float *)(uintptr_t)p->sfa,
+		.sfb = (const float *)(uintptr_t)p->sfb,
+		.sfa_sm = use_default_sfa ? kb : p->sfa_stride_m,
+		.sfa_sk = use_default_sfa ? 1 : p->sfa_stride_k,
+		.m = (int)p->m,
+		.n = (int)p->n,
+		.k = (int)p->k,
+		.g = (int)p->g,
+		.form = form,
+		.flags = 0,
+	};
+	const int b_row_vec = k->kn ? p->n % 8 == 0 : p->k % 8 == 0;
+	if (aligned(p->a, 8 * esz) && p->k % 8 == 0)
+		args.flags |= CG_GMM_ARG_VEC_A;
+	if (aligned(p->b, 8 * esz) && b_row_vec)
+		args.flags |= CG_GMM_ARG_VEC_B;
+	if (aligned(p->d, 4) && p->n % 2 == 0)
+		args.flags |= CG_GMM_ARG_D_PAIR;
+	if (aligned(p->d, 8) && p->n % 4 == 0)
+		args.flags |= CG_GMM_ARG_D_QUAD;
+
+	/* persistent grid: at most one block per multiprocessor (two for the
+	 * portable kernels), never more than there can be tiles */
+	const int64_t m_tiles = (p->m + k->bm - 1) / k->bm + (form == CG_GMM_FORM_OFFS ? p->g : 0);
+	const int64_t tiles = m_tiles * ((p->n + k->bn - 1) / k->bn);
+	const int64_t per_sm = k->sm90 ? 1 : 2;
+	const unsigned grid = (unsigned)(tiles < per_sm * mod->sm_count ? tiles : per_sm * mod->sm_count);
+	const unsigned smem = cg_gmm_kernel_smem(k, form, (int)p->g);
+
+	CUtensorMap ta, tb;
+	void *sm90_params[] = {&ta, &tb, &args};
+	void *sm80_params[] = {&args};
+	if (k->sm90 && (r = tensor_maps(drv, p, k, &ta, &tb)) != CUDA_SUCCESS)
+		return r;
+	r = drv->cuLaunchKernel(mod->fn[id], grid, 1, 1, (unsigned)cg_gmm_kernel_threads(k), 1, 1, smem, s,
+				k->sm90 ? sm90_params : sm80_params, NULL);
+	return r == CUDA_SUCCESS ? r : cg_gmm_fail(r, "grouped_mm: launching %s failed", k->name);
+}
+
+#endif
+
+static CUresult run(CUcontext ctx, CUstream s, const struct cg_gmm_problem *p, int form)
+{
+	cg_gmm_clear_error();
+	CUresult r = check(p, form);
+	if (r != CUDA_SUCCESS)
+		return r;
+#ifdef CG_NO_KERNELS
+	(void)ctx;
+	(void)s;
+	return cg_gmm_fail(CUDA_ERROR_NOT_SUPPORTED,
+			   "grouped_mm: ctxguard was built without nvcc, so without its grouped_mm kernels");
+#else
+	if (p->m == 0)
+		return CUDA_SUCCESS;
+	const struct cg_gmm_driver *drv = cg_gmm_drv();
+	if (!drv)
+		return cg_gmm_fail(CUDA_ERROR_NOT_INITIALIZED, "grouped_mm: cg_gmm_init() has not run");
+	if (!ctx && (r = drv->cuStreamGetCtx(s, &ctx)) != CUDA_SUCCESS)
+		return cg_gmm_fail(r, "grouped_mm: cuStreamGetCtx failed");
+	/* the module is loaded into, and the launch made from, the stream's context */
+	if ((r = drv->cuCtxPushCurrent_v2(ctx)) != CUDA_SUCCESS)
+		return cg_gmm_fail(r, "grouped_mm: cuCtxPushCurrent failed");
+	r = enqueue(drv, ctx, s, p, form);
+	CUcontext popped;
+	drv->cuCtxPopCurrent_v2(&popped);
+	return r;
+#endif
+}
+
+CUresult cg_gmm_offs(CUcontext ctx, CUstream s, const struct cg_gmm_problem *p)
+{
+	return run(ctx, s, p, CG_GMM_FORM_OFFS);
+}
+
+CUresult cg_gmm_contiguous(CUcontext ctx, CUstream s, const struct cg_gmm_problem *p)
+{
+	return run(ctx, s, p, CG_GMM_FORM_CONTIGUOUS);
+}

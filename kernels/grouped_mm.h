@@ -1,0 +1,118 @@
+/* Bundled m-grouped GEMM kernels (bf16, fp8 e4m3 block-scaled): host API.
+ *
+ * D[rows of group g] = A[rows of group g] x B[g]^T, fp32 accumulation, bf16 D.
+ * A [M, K] row-major; B [G, N, K] (CG_GMM_B_NK, the HF weight layout) or
+ * [G, K, N] (CG_GMM_B_KN); D [M, N] row-major.  Two ways to say which rows
+ * belong to which group:
+ *   cg_gmm_offs()       offs int32 [G], inclusive cumulative row ends with no
+ *                       leading 0 (torch._grouped_mm 2D x 3D); empty groups
+ *                       and any row counts are allowed;
+ *   cg_gmm_contiguous() grouped_layout int32 [M], the expert of each row, -1
+ *                       for padding rows, which are left untouched in D
+ *                       (DeepGEMM's m-grouped contiguous layout: each
+ *                       expert's rows form one block, padded to 128 rows).
+ * fp8: A and B e4m3; sfa fp32, one scale per row and 128 channels, element
+ * (m, kb) at sfa[m * sfa_stride_m + kb * sfa_stride_k] (both 0: row-major
+ * [M, ceil(K/128)]); sfb fp32 [G, ceil(N/128), ceil(K/128)], one scale per
+ * 128x128 block of B.
+ *
+ * This file may be included after <cuda.h> or on its own; it uses the driver
+ * API only and never calls a cu* symbol itself: every driver call goes through
+ * the table given to cg_gmm_init(), because inside libctxguard.so each cu*
+ * name is a hook. */
+#ifndef CG_GROUPED_MM_H
+#define CG_GROUPED_MM_H
+
+#include <cuda.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum cg_gmm_dtype { CG_GMM_BF16 = 0, CG_GMM_FP8_E4M3 = 1 };
+enum cg_gmm_b_layout { CG_GMM_B_NK = 0, CG_GMM_B_KN = 1 };
+/* flags */
+#define CG_GMM_FORCE_PORTABLE 1u /* use the mma.sync kernels even on Hopper */
+
+struct cg_gmm_problem {
+	int dtype;           /* enum cg_gmm_dtype */
+	int b_layout;        /* enum cg_gmm_b_layout */
+	unsigned flags;
+	CUdeviceptr a, b, d;
+	CUdeviceptr offs;    /* cg_gmm_offs: int32 [g] */
+	CUdeviceptr layout;  /* cg_gmm_contiguous: int32 [m] */
+	CUdeviceptr sfa, sfb; /* fp8 only */
+	int64_t sfa_stride_m, sfa_stride_k;
+	int64_t m, n, k, g;
+};
+
+/* Driver entry points the API uses: X(member and symbol name, return and
+ * parameter types).  Fill each member with the real libcuda symbol of that
+ * exact name. */
+#define CG_GMM_DRIVER_FUNCS(X)                                                     \
+	X(cuModuleLoadData, (CUmodule *, const void *))                            \
+	X(cuModuleUnload, (CUmodule))                                              \
+	X(cuModuleGetFunction, (CUfunction *, CUmodule, const char *))             \
+	X(cuFuncSetAttribute, (CUfunction, CUfunction_attribute, int))             \
+	X(cuLaunchKernel, (CUfunction, unsigned, unsigned, unsigned, unsigned,     \
+			   unsigned, unsigned, unsigned, CUstream, void **, void **)) \
+	X(cuCtxPushCurrent_v2, (CUcontext))                                        \
+	X(cuCtxPopCurrent_v2, (CUcontext *))                                       \
+	X(cuCtxGetDevice, (CUdevice *))                                            \
+	X(cuCtxGetId, (CUcontext, unsigned long long *))                           \
+	X(cuStreamGetCtx, (CUstream, CUcontext *))                                 \
+	X(cuDeviceGetAttribute, (int *, CUdevice_attribute, CUdevice))             \
+	X(cuTensorMapEncodeTiled,                                                  \
+	  (CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,                 \
+	   const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,             \
+	   const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,          \
+	   CUtensorMapL2promotion, CUtensorMapFloatOOBfill))
+
+struct cg_gmm_driver {
+#define CG_GMM_DRIVER_MEMBER(name, params) CUresult (*name) params;
+	CG_GMM_DRIVER_FUNCS(CG_GMM_DRIVER_MEMBER)
+#undef CG_GMM_DRIVER_MEMBER
+};
+
+/* Fill every member through resolve(arg, "symbol"); CUDA_ERROR_NOT_FOUND
+ * names the first symbol it could not resolve (see cg_gmm_last_error()). */
+CUresult cg_gmm_driver_resolve(struct cg_gmm_driver *drv,
+			       void *(*resolve)(void *arg, const char *symbol),
+			       void *arg);
+/* Install the driver table (copied); call before the first problem. */
+CUresult cg_gmm_init(const struct cg_gmm_driver *drv);
+
+/* Enqueue one grouped GEMM on stream s.  ctx: the context s belongs to, or
+ * NULL to take s's context.  The kernels are loaded into that context the
+ * first time it is used.  Returns CUDA_ERROR_INVALID_VALUE for a malformed
+ * problem, CUDA_ERROR_NOT_SUPPORTED for one no kernel here handles (and in a
+ * build without kernels), or the driver's error; cg_gmm_last_error() says
+ * why. */
+CUresult cg_gmm_offs(CUcontext ctx, CUstream s, const struct cg_gmm_problem *p);
+CUresult cg_gmm_contiguous(CUcontext ctx, CUstream s, const struct cg_gmm_problem *p);
+
+/* Why this thread's last call failed ("" after a success). */
+const char *cg_gmm_last_error(void);
+
+/* ctypes-friendly entry points (exported with default visibility).
+ * ctxguard_gmm_init_default() resolves the driver table from libcuda.so.1
+ * unless cg_gmm_init() already ran (inside libctxguard.so the shim does
+ * that with the real driver functions). */
+int ctxguard_gmm_init_default(void);
+int ctxguard_gmm_offs(uint64_t stream, int dtype, int b_layout, unsigned flags,
+		      uint64_t a, uint64_t b, uint64_t d, uint64_t offs,
+		      uint64_t sfa, uint64_t sfb, int64_t sfa_stride_m,
+		      int64_t sfa_stride_k, int64_t m, int64_t n, int64_t k,
+		      int64_t g);
+int ctxguard_gmm_contiguous(uint64_t stream, int dtype, int b_layout,
+			    unsigned flags, uint64_t a, uint64_t b, uint64_t d,
+			    uint64_t layout, uint64_t sfa, uint64_t sfb,
+			    int64_t sfa_stride_m, int64_t sfa_stride_k,
+			    int64_t m, int64_t n, int64_t k, int64_t g);
+const char *ctxguard_gmm_last_error(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

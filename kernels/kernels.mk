@@ -1,0 +1,55 @@
+# Bundled grouped_mm kernels: one fatbin (sm_90a and sm_80 machine code, and
+# compute_80 PTX for later GPUs) embedded into the library by kernels/embed.c.
+# Included by the top-level Makefile after BUILD is set; adds the host API's
+# objects, $(BUILD)/obj/kernels/*.o, to KERNEL_OBJ (linked into
+# libctxguard.so with -ldl -lpthread) and makes embed.o depend on the
+# fatbin.  Also provides
+#   $(BUILD)/kernels/libcg_gmm.so  the host API and kernels alone, for the
+#                   GPU tests and benchmark:
+#                   make -f kernels/kernels.mk BUILD=build gmm-standalone
+# Without nvcc the host API is built with -DCG_NO_KERNELS: every call
+# returns CUDA_ERROR_NOT_SUPPORTED and says why.
+
+NVCC ?= /usr/local/cuda/bin/nvcc
+CUDA_INC ?= /usr/local/cuda/include
+
+KERNELS_CU := kernels/grouped_mm.cu
+KERNELS_DEPS := $(wildcard kernels/*.cuh) kernels/gmm_kernels.h
+KERNELS_GENCODE := -gencode=arch=compute_90a,code=sm_90a \
+	-gencode=arch=compute_80,code=sm_80 \
+	-gencode=arch=compute_80,code=compute_80
+KERNELS_NVCCFLAGS := -std=c++17 -O3 --threads 0 -Xptxas -warn-spills -Werror all-warnings
+KERNELS_LDLIBS := -ldl -lpthread
+
+ifneq ($(shell command -v $(NVCC) 2>/dev/null),)
+KERNELS_FATBIN := $(BUILD)/kernels/grouped_mm.fatbin
+KERNELS_CFLAGS := -I$(CUDA_INC) -DCG_GMM_FATBIN='"$(KERNELS_FATBIN)"'
+
+# ptxas reports serialized wgmma (C7510-C7520) or an ignored setmaxnreg
+# (C7508) as "info", yet either costs ~30%: fail the build on them.
+$(KERNELS_FATBIN): $(KERNELS_CU) $(KERNELS_DEPS) kernels/kernels.mk
+	@mkdir -p $(@D)
+	$(NVCC) $(KERNELS_NVCCFLAGS) $(KERNELS_GENCODE) -fatbin -o $@ $(KERNELS_CU) 2>$@.log; \
+	    status=$$?; cat $@.log; \
+	    if [ $$status -ne 0 ] || grep -q "(C75" $@.log; then rm -f $@; exit 1; fi
+else
+$(info kernels: $(NVCC) not found: building the grouped_mm host API without kernels (-DCG_NO_KERNELS); its calls return CUDA_ERROR_NOT_SUPPORTED)
+KERNELS_FATBIN :=
+KERNELS_CFLAGS := -I$(CUDA_INC) -DCG_NO_KERNELS
+endif
+
+KERNELS_C := $(wildcard kernels/*.c)
+KERNELS_OBJ := $(KERNELS_C:%.c=$(BUILD)/obj/%.o)
+KERNEL_OBJ += $(KERNELS_OBJ)
+$(KERNELS_OBJ): CFLAGS += $(KERNELS_CFLAGS)
+$(KERNELS_OBJ): $(wildcard kernels/*.h)
+$(BUILD)/obj/kernels/embed.o: $(KERNELS_FATBIN)
+
+KERNELS_CSTD := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -O2 -g -fPIC
+
+$(BUILD)/kernels/libcg_gmm.so: $(KERNELS_C) $(wildcard kernels/*.h) $(KERNELS_FATBIN)
+	@mkdir -p $(@D)
+	$(CC) $(KERNELS_CSTD) $(KERNELS_CFLAGS) -shared -o $@ $(KERNELS_C) $(KERNELS_LDLIBS)
+
+.PHONY: gmm-standalone
+gmm-standalone: $(BUILD)/kernels/libcg_gmm.so

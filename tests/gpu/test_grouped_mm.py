@@ -1,0 +1,248 @@
+#!/usr/bin/env python3
+"""GPU suite for the bundled grouped_mm kernels (kernels/), called through
+their ctypes entry points on torch tensors, against a float64 reference.
+
+Fresh random inputs every run.  Every case runs on the automatic path (TMA +
+wgmma on Hopper) and on the portable mma.sync path.  Outputs are poisoned
+with a NaN pattern first: rows that must be written are checked for NaN and
+error, rows that must not (padding, -1) for the exact poison bits.
+
+Library: $CG_GMM_LIB, else build/kernels/libcg_gmm.so, else
+build/libctxguard.so.  Output is TAP-like; the last line is
+"N passed, M failed".  Exit status 1 when anything failed.
+"""
+import ctypes
+import faulthandler
+import math
+import os
+import sys
+
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BF16, FP8 = 0, 1
+NK, KN = 0, 1
+FORCE_PORTABLE = 1
+POISON = 0x7FA5  # a bf16 NaN with a payload nobody computes
+CASE_TIMEOUT_S = 30
+
+
+def load_lib():
+    for path in (os.environ.get("CG_GMM_LIB"),
+                 os.path.join(ROOT, "build/kernels/libcg_gmm.so"),
+                 os.path.join(ROOT, "build/libctxguard.so")):
+        if path and os.path.exists(path):
+            lib = ctypes.CDLL(path)
+            break
+    else:
+        sys.exit("no grouped_mm library: make -f kernels/kernels.mk BUILD=build gmm-standalone")
+    u64, i64 = ctypes.c_uint64, ctypes.c_int64
+    sig = [u64, ctypes.c_int, ctypes.c_int, ctypes.c_uint] + [u64] * 6 + [i64] * 6
+    for name in ("ctxguard_gmm_offs", "ctxguard_gmm_contiguous"):
+        getattr(lib, name).argtypes = sig
+        getattr(lib, name).restype = ctypes.c_int
+    lib.ctxguard_gmm_last_error.restype = ctypes.c_char_p
+    rc = lib.ctxguard_gmm_init_default()
+    if rc != 0:
+        sys.exit("ctxguard_gmm_init_default: %d %s" % (rc, lib.ctxguard_gmm_last_error().decode()))
+    return lib, path
+
+
+def ptr(t):
+    return 0 if t is None else t.data_ptr()
+
+
+def call(lib, form, dtype, b_layout, flags, a, b, d, index, sfa, sfb, sfa_strides, m, n, k, g):
+    fn = lib.ctxguard_gmm_offs if form == "offs" else lib.ctxguard_gmm_contiguous
+    rc = fn(torch.cuda.current_stream().cuda_stream, dtype, b_layout, flags, ptr(a), ptr(b), ptr(d),
+            ptr(index), ptr(sfa), ptr(sfb), sfa_strides[0], sfa_strides[1], m, n, k, g)
+    if rc != 0:
+        raise RuntimeError("grouped_mm returned %d: %s" % (rc, lib.ctxguard_gmm_last_error().decode()))
+
+
+def quant_rows(x):
+    """e4m3 with one fp32 scale per row and 128 channels: (q, scales, dequantized)."""
+    m, k = x.shape
+    kb = (k + 127) // 128
+    xp = torch.nn.functional.pad(x, (0, kb * 128 - k)).view(m, kb, 128)
+    s = xp.abs().amax(-1).clamp(min=1e-4) / 448.0
+    q = (xp / s[..., None]).to(torch.float8_e4m3fn)
+    deq = (q.float() * s[..., None]).view(m, kb * 128)[:, :k]
+    return q.view(m, kb * 128)[:, :k].contiguous(), s.contiguous(), deq
+
+
+def quant_blocks(w):
+    """e4m3 with one fp32 scale per 128 x 128 block of each [n, k] matrix."""
+    g, n, k = w.shape
+    nb, kb = (n + 127) // 128, (k + 127) // 128
+    wp = torch.nn.functional.pad(w, (0, kb * 128 - k, 0, nb * 128 - n)).view(g, nb, 128, kb, 128)
+    s = wp.abs().amax(dim=(2, 4)).clamp(min=1e-4) / 448.0
+    q = (wp / s[:, :, None, :, None]).to(torch.float8_e4m3fn)
+    deq = (q.float() * s[:, :, None, :, None]).view(g, nb * 128, kb * 128)[:, :n, :k]
+    return q.view(g, nb * 128, kb * 128)[:, :n, :k].contiguous(), s.contiguous(), deq
+
+
+def calc_diff(x, y):
+    """DeepGEMM's test metric: 1 - cosine-like similarity."""
+    x, y = x.double(), y.double()
+    denom = (x * x + y * y).sum()
+    return (1 - 2 * (x * y).sum() / denom).item() if denom > 0 else 0.0
+
+
+class Case:
+    def __init__(self, name, form, dtype, b_layout, sizes, k, n, misalign=False, sfa_mn_major=False):
+        self.name, self.form, self.dtype, self.b_layout = name, form, dtype, b_layout
+        self.sizes, self.k, self.n = sizes, k, n
+        self.misalign, self.sfa_mn_major = misalign, sfa_mn_major
+
+
+def rows_of(case):
+    """(m, index tensor, list of (group, row indices), rows never written)."""
+    dev = "cuda"
+    g = len(case.sizes)
+    if case.form == "offs":
+        ends = torch.tensor(case.sizes, dtype=torch.int64).cumsum(0)
+        m = int(ends[-1]) if g else 0
+        index = ends.to(torch.int32).to(dev)
+        spans, start = [], 0
+        for e, s in enumerate(case.sizes):
+            spans.append((e, torch.arange(start, start + s, device=dev)))
+            start += s
+        return m, index, spans, torch.zeros(0, dtype=torch.long, device=dev)
+    layout, spans, start = [], [], 0
+    for e, s in enumerate(case.sizes):
+        block = (s + 127) // 128 * 128
+        layout += [e] * s + [-1] * (block - s)
+        spans.append((e, torch.arange(start, start + s, device=dev)))
+        start += block
+    layout += [-1] * 128  # a whole padding block too
+    index = torch.tensor(layout, dtype=torch.int32, device=dev)
+    return len(layout), index, spans, (index < 0).nonzero().flatten()
+
+
+def run_case(lib, case, flags):
+    dev = "cuda"
+    g, k, n = len(case.sizes), case.k, case.n
+    m, index, spans, untouched = rows_of(case)
+    a32 = torch.randn(max(m, 1), k, device=dev)[:m]
+    w32 = torch.randn(g, n, k, device=dev) / math.sqrt(k)
+    sfa = sfb = None
+    strides = (0, 0)
+    if case.dtype == FP8:
+        a, sfa, a_ref = quant_rows(a32)
+        w, sfb, w_ref = quant_blocks(w32)
+        if case.sfa_mn_major:  # DeepGEMM's layout: [ceil(K/128), M rounded up to 4]
+            m4 = (m + 3) // 4 * 4
+            t = torch.zeros(sfa.shape[1], m4, device=dev)
+            t[:, :m] = sfa.t()
+            sfa, strides = t, (1, m4)
+    else:
+        a, w = a32.to(torch.bfloat16), w32.to(torch.bfloat16)
+        a_ref, w_ref = a.float(), w.float()
+    b = w if case.b_layout == NK else w.transpose(1, 2).contiguous()
+    d = torch.empty(m, n, dtype=torch.int16, device=dev).fill_(POISON).view(torch.bfloat16)
+    if case.misalign:  # operands one element off their allocation's alignment
+        a = torch.cat([a.new_zeros(1), a.flatten()])[1:].view(m, k)
+        d = torch.empty(m * n + 1, dtype=torch.int16, device=dev).fill_(POISON).view(torch.bfloat16)[1:]
+        d = d.view(m, n)
+    call(lib, case.form, case.dtype, case.b_layout, flags, a, b, d, index, sfa, sfb, strides, m, n, k, g)
+    torch.cuda.synchronize()
+
+    out = d.double()
+    num = den = 0.0
+    diffs = []
+    for e, rows in spans:
+        if rows.numel() == 0:
+            continue
+        ref = a_ref[rows].double() @ w_ref[e].double().t()
+        got = out[rows]
+        if torch.isnan(got).any():
+            return False, "group %d: %d unwritten/NaN values" % (e, int(torch.isnan(got).sum()))
+        num += float(((got - ref) ** 2).sum())
+        den += float((ref ** 2).sum())
+        diffs.append((got, ref))
+    bits = d.view(torch.int16)[untouched]
+    if untouched.numel() and not bool((bits == POISON).all()):
+        return False, "%d values of -1 rows were written" % int((bits != POISON).sum())
+    rel = math.sqrt(num / den) if den > 0 else 0.0
+    if case.dtype == FP8:
+        got = torch.cat([x.flatten() for x, _ in diffs]) if diffs else torch.zeros(1)
+        ref = torch.cat([y.flatten() for _, y in diffs]) if diffs else torch.zeros(1)
+        cd = calc_diff(got, ref)
+        return cd < 1e-3 and rel <= 1e-2, "calc_diff %.2e rel %.2e" % (cd, rel)
+    return rel <= 1e-2, "rel %.2e" % rel
+
+
+def ragged(rng, g, lo, hi, empty_every=0):
+    sizes = torch.randint(lo, hi + 1, (g,), generator=rng).tolist()
+    if empty_every:
+        for i in range(0, g, empty_every):
+            sizes[i] = 0
+    return sizes
+
+
+def cases():
+    rng = torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
+    out = []
+    for bl, bname in ((NK, "B[G,N,K]"), (KN, "B[G,K,N]")):
+        out += [
+            Case("bf16 offs G=1 M=1000 K=512 N=384 " + bname, "offs", BF16, bl, [1000], 512, 384),
+            Case("bf16 offs G=8 ragged+empty K=200 N=200 " + bname, "offs", BF16, bl,
+                 ragged(rng, 8, 0, 300, 3), 200, 200),
+            Case("bf16 offs G=256 decode 0..40 rows K=1024 N=520 " + bname, "offs", BF16, bl,
+                 ragged(rng, 256, 0, 40, 7), 1024, 520),
+            Case("bf16 offs G=3 rows 8192/0/3001 K=264 N=392 " + bname, "offs", BF16, bl,
+                 [8192, 0, 3001], 264, 392),
+            Case("bf16 offs G=64 0..300 rows K=768 N=1024 " + bname, "offs", BF16, bl,
+                 ragged(rng, 64, 0, 300, 5), 768, 1024),
+            Case("bf16 offs odd K=131 N=77 " + bname, "offs", BF16, bl, ragged(rng, 5, 0, 200), 131, 77),
+            Case("bf16 offs misaligned A/D K=256 N=256 " + bname, "offs", BF16, bl,
+                 ragged(rng, 4, 1, 200), 256, 256, misalign=True),
+            Case("bf16 contiguous G=8 0..300 rows K=512 N=640 " + bname, "contiguous", BF16, bl,
+                 ragged(rng, 8, 0, 300, 4), 512, 640),
+            Case("bf16 contiguous G=32 decode 0..20 rows K=512 N=256 " + bname, "contiguous", BF16, bl,
+                 ragged(rng, 32, 0, 20, 6), 512, 256),
+        ]
+    out += [
+        Case("fp8 offs G=8 ragged+empty K=640 N=384", "offs", FP8, NK, ragged(rng, 8, 0, 300, 3), 640, 384),
+        Case("fp8 offs G=6 K=208 N=200 (partial scale blocks)", "offs", FP8, NK, ragged(rng, 6, 0, 400), 208, 200),
+        Case("fp8 offs G=128 decode 0..10 rows K=1024 N=512", "offs", FP8, NK, ragged(rng, 128, 0, 10, 9),
+             1024, 512),
+        Case("fp8 offs G=2 rows 8192/1500 K=512 N=512", "offs", FP8, NK, [8192, 1500], 512, 512),
+        Case("fp8 offs odd K=100 N=90", "offs", FP8, NK, ragged(rng, 3, 0, 150), 100, 90),
+        Case("fp8 offs B[G,K,N] K=256 N=256", "offs", FP8, KN, ragged(rng, 4, 0, 200), 256, 256),
+        Case("fp8 offs sfa MN-major K=384 N=256", "offs", FP8, NK, ragged(rng, 5, 0, 300), 384, 256,
+             sfa_mn_major=True),
+        Case("fp8 contiguous G=8 0..300 rows K=512 N=512", "contiguous", FP8, NK, ragged(rng, 8, 0, 300, 4),
+             512, 512),
+        Case("fp8 contiguous G=16 decode 0..30 rows K=768 N=384", "contiguous", FP8, NK,
+             ragged(rng, 16, 0, 30, 5), 768, 384),
+    ]
+    return out
+
+
+def main():
+    lib, path = load_lib()
+    print("# library %s, device %s" % (path, torch.cuda.get_device_name()))
+    passed = failed = 0
+    num = 0
+    for case in cases():
+        for flags, pname in ((0, "auto"), (FORCE_PORTABLE, "portable")):
+            num += 1
+            desc = "%s [%s]" % (case.name, pname)
+            faulthandler.dump_traceback_later(CASE_TIMEOUT_S, exit=True)
+            try:
+                ok, detail = run_case(lib, case, flags)
+            except Exception as exc:  # report and go on: one failure must not hide the rest
+                ok, detail = False, "%s: %s" % (type(exc).__name__, exc)
+            faulthandler.cancel_dump_traceback_later()
+            print("%s %d - %s # %s" % ("ok" if ok else "not ok", num, desc, detail), flush=True)
+            passed += ok
+            failed += not ok
+    print("1..%d" % num)
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
