@@ -23,3 +23,13 @@ $(BUILD)/bench/launch_overhead: bench/launch_overhead.c
 .PHONY: bench-overhead
 bench-overhead: $(BUILD)/bench/launch_overhead $(LIB)
 	bench/run_overhead.sh $(BUILD)
+
+# The shim's cost per launch in instructions, on the fake driver (no GPU).
+$(BUILD)/bench/hotpath: bench/hotpath.c $(FAKE_LIB)
+	@mkdir -p $(@D)
+	$(BENCH_CC) $(BENCH_CFLAGS) -I$(CUDA)/include -o $@ $< -L$(BUILD)/fake -l:libcuda.so.1 \
+	    -Wl,-rpath,'$$ORIGIN/../fake'
+
+.PHONY: bench-hotpath
+bench-hotpath: $(BUILD)/bench/hotpath $(LIB)
+	bench/hotpath.sh $(BUILD)

@@ -18,8 +18,7 @@ enum { SETS = 512, WAYS = 8, DESC = 128, DWORDS = DESC / 8,
 
 struct entry {
 	_Atomic uint32_t seq;      /* odd while being written */
-	_Atomic uint64_t hash;     /* 0: empty */
-	_Atomic uint64_t desc[DWORDS];
+	_Atomic uint64_t hash;     /* 0: empty; identifies the descriptor */
 	_Atomic uint64_t info[IWORDS];
 };
 
@@ -37,23 +36,32 @@ static void init_locks(void)
 		pthread_mutex_init(&sets[i].lock, NULL);
 }
 
-/* Word-wise: it runs for every tensor-map parameter of every checked launch. */
-static uint64_t hash_desc(const uint64_t *w)
+/* It runs for every tensor-map parameter of every checked launch, so it
+ * is a multiply-add per word and one final mix.  The 64-bit hash is also
+ * what identifies a descriptor on lookup: two different descriptors of one
+ * process sharing it is a 2^-64 event, cheaper to accept than a 128-byte
+ * compare on every launch. */
+static uint64_t hash_desc(const void *desc)
 {
-	uint64_t h = 0x9e3779b97f4a7c15ULL;
-	for (int i = 0; i < DWORDS; i++) {
-		h = (h ^ w[i]) * 0xff51afd7ed558ccdULL;
-		h ^= h >> 32;
+	const unsigned char *p = desc;
+	uint64_t a = 0x9e3779b97f4a7c15ULL, b = 0xc2b2ae3d27d4eb4fULL;
+	for (int i = 0; i < DWORDS; i += 2) {
+		uint64_t w0, w1;
+		memcpy(&w0, p + 8 * i, 8);
+		memcpy(&w1, p + 8 * i + 8, 8);
+		a = (a + w0) * 0xff51afd7ed558ccdULL;
+		b = (b + w1) * 0xc4ceb9fe1a85ec53ULL;
 	}
+	uint64_t h = a ^ (b >> 29) ^ (b << 35);
+	h ^= h >> 32;
 	return h | 1;
 }
 
 static void put(const void *desc, const struct cg_tmap *info)
 {
-	uint64_t w[DWORDS], iw[IWORDS] = {0};
-	memcpy(w, desc, DESC);
+	uint64_t iw[IWORDS] = {0};
 	memcpy(iw, info, sizeof *info);
-	uint64_t h = hash_desc(w);
+	uint64_t h = hash_desc(desc);
 	struct set *s = &sets[h % SETS];
 	pthread_once(&once, init_locks);
 	pthread_mutex_lock(&s->lock);
@@ -68,16 +76,14 @@ static void put(const void *desc, const struct cg_tmap *info)
 	uint32_t seq = atomic_load_explicit(&e->seq, memory_order_relaxed);
 	atomic_store_explicit(&e->seq, seq + 1, memory_order_relaxed);
 	atomic_store_explicit(&e->hash, h, memory_order_release);
-	for (int i = 0; i < DWORDS; i++)
-		atomic_store_explicit(&e->desc[i], w[i], memory_order_release);
 	for (int i = 0; i < IWORDS; i++)
 		atomic_store_explicit(&e->info[i], iw[i], memory_order_release);
 	atomic_store_explicit(&e->seq, seq + 2, memory_order_release);
 	pthread_mutex_unlock(&s->lock);
 }
 
-/* One consistent read of entry e for descriptor w; 1 found, 0 not, -1 torn. */
-static int read_entry(const struct entry *e, uint64_t h, const uint64_t *w, struct cg_tmap *out)
+/* One consistent read of entry e: 1 found, 0 not this one, -1 torn. */
+static int read_entry(const struct entry *e, uint64_t h, struct cg_tmap *out)
 {
 	uint32_t seq = atomic_load_explicit(&e->seq, memory_order_acquire);
 	if (seq & 1)
@@ -85,30 +91,26 @@ static int read_entry(const struct entry *e, uint64_t h, const uint64_t *w, stru
 	/* Acquire loads: the sequence number is read again after them. */
 	if (atomic_load_explicit(&e->hash, memory_order_acquire) != h)
 		return 0;
-	int same = 1;
-	for (int i = 0; i < DWORDS; i++)
-		same &= atomic_load_explicit(&e->desc[i], memory_order_acquire) == w[i];
 	uint64_t iw[IWORDS];
 	for (int i = 0; i < IWORDS; i++)
 		iw[i] = atomic_load_explicit(&e->info[i], memory_order_acquire);
 	if (atomic_load_explicit(&e->seq, memory_order_relaxed) != seq)
 		return -1;
-	if (!same)
-		return 0;
 	memcpy(out, iw, sizeof *out);
 	return 1;
 }
 
 int cg_tmap_find(const void *desc, struct cg_tmap *out)
 {
-	uint64_t w[DWORDS];
-	memcpy(w, desc, DESC);
-	uint64_t h = hash_desc(w);
+	uint64_t h = hash_desc(desc);
 	const struct set *s = &sets[h % SETS];
 	for (int i = 0; i < WAYS; i++) {
+		/* Most ways hold other descriptors: one relaxed load rules them out. */
+		if (atomic_load_explicit(&s->e[i].hash, memory_order_relaxed) != h)
+			continue;
 		int r;
 		/* A torn read means a writer is replacing the entry right now. */
-		for (int tries = 0; (r = read_entry(&s->e[i], h, w, out)) < 0 && tries < 64; tries++)
+		for (int tries = 0; (r = read_entry(&s->e[i], h, out)) < 0 && tries < 64; tries++)
 			;
 		if (r > 0)
 			return 1;
