@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define EXPERT "_ZN9deep_gemm19sm90_bf16_gemm_implILj0EEEvPijjj14CUtensorMap_stS1_S1_"
+#define EXPERT "_ZN9deep_gemm19sm90_bf16_gemm_implILj0EEEvPijjj14CUtensorMap_stS2_S2_"
 
 #define CHECK(call)                                                              \
 	do {                                                                     \

@@ -38,6 +38,12 @@ static char *text_buffer(void)
  * are counted, so a warn-mode loop cannot flood stderr or the log. */
 enum { REPORTS_PER_KERNEL = 8 };
 
+const char *cg_fn_origin(const struct cg_fn *fn)
+{
+	const struct cg_mod *m = fn->mod;
+	return !m ? NULL : m->path ? m->path : m->hash ? m->hash : m->image;
+}
+
 void cg_crossing_init(struct cg_crossing *c, char kind, const char *api, const struct cg_fn *fn,
 		      CUcontext launch_ctx, int launch_dev, CUstream stream)
 {
@@ -46,7 +52,7 @@ void cg_crossing_init(struct cg_crossing *c, char kind, const char *api, const s
 		.api = api,
 		.kernel = fn->name,
 		.demangled = fn->demangled,
-		.origin = fn->mod ? (fn->mod->path ? fn->mod->path : fn->mod->hash) : NULL,
+		.origin = cg_fn_origin(fn),
 		.load_api = fn->via,
 		.function = (const void *)fn->handle,
 		.owner_ctx = fn->owner,

@@ -57,15 +57,15 @@ CUresult cg_check_operands(const char *api, const struct cg_fn *fn, CUcontext ct
 			}
 			continue;
 		}
-		struct cg_tmap t;
-		if (!cg_tmap_find(bytes, &t))
+		uintptr_t a;
+		if (!cg_tmap_address(bytes, &a))
 			continue;
-		int d = cg_mem_device(t.addr, stream);
-		if (d >= 0 && d != dev) {
+		int d = cg_mem_device(a, stream);
+		struct cg_tmap t;
+		if (d >= 0 && d != dev && cg_tmap_find(bytes, &t)) {
 			char shape[256];
 			cg_tmap_describe(&t, shape, sizeof shape);
-			CUresult rc = crossing(api, fn, ctx, dev, stream, l->p[p].index, t.addr, d,
-					       shape);
+			CUresult rc = crossing(api, fn, ctx, dev, stream, l->p[p].index, a, d, shape);
 			if (rc != CUDA_SUCCESS)
 				return rc;
 		}

@@ -6,6 +6,7 @@
  * and never carries its old owner. */
 #include <dlfcn.h>
 #include <elf.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -130,6 +131,16 @@ const struct cg_mod *cg_mod_add(uintptr_t handle, CUcontext owner, const char *v
 	m->path = keep_string(path ? path : lib ? lib->path : NULL);
 	m->hash = image && cg_policy_uses_images(cg_policy) ? image_hash(image)
 		  : lib ? lib->hash : NULL;
+	if (image && !m->hash) {
+		/* Named without hashing it: see cg_policy_uses_images(). */
+		char desc[64];
+		const void *start = image;
+		size_t bytes = image_size(&start);
+		snprintf(desc, sizeof desc, "in-memory image of %zu bytes at %p", bytes, start);
+		m->image = keep_string(desc);
+	} else if (lib) {
+		m->image = lib->image;
+	}
 	m->lib = lib;
 	cg_table_put(owner || lib ? &mods : &libs, handle, m);
 	return m;

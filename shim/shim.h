@@ -119,6 +119,7 @@ struct cg_mod {
 	const char *via;           /* API that loaded it */
 	const char *path;          /* file, or NULL */
 	const char *hash;          /* "fnv1a64:..." of the image, or NULL */
+	const char *image;         /* an in-memory image not hashed, described */
 	const struct cg_mod *lib;  /* module handed out by cuLibraryGetModule */
 };
 
@@ -177,7 +178,7 @@ int cg_mem_device(uintptr_t a, CUstream stream);
 void cg_memory_reset(void);
 
 struct cg_tmap {
-	uintptr_t addr;            /* global address */
+	uintptr_t addr;            /* global address; first: see cg_tmap_address */
 	int dtype, rank;
 	uint64_t dims[5];
 	uint32_t box[5];
@@ -185,6 +186,8 @@ struct cg_tmap {
 /* The tensor map whose 128 descriptor bytes are desc, if ctxguard saw it
  * encoded (bounded: the oldest are forgotten). */
 int cg_tmap_find(const void *desc, struct cg_tmap *out);
+/* The same, for the launch path: only the global address. */
+int cg_tmap_address(const void *desc, uintptr_t *addr);
 void cg_tmap_describe(const struct cg_tmap *t, char *buf, size_t n);
 
 enum { CG_P_PTR = 1, CG_P_TMAP = 2 };
@@ -208,6 +211,9 @@ CUresult cg_check_launch(const char *api, CUfunction f, CUcontext launch_ctx,
 			 CUstream stream, void **params, void **extra);
 
 /* ---- actions (shim/action.c) ---- */
+
+/* Where fn came from, for reports: its file, image hash or image. */
+const char *cg_fn_origin(const struct cg_fn *fn);
 
 /* A crossing by fn, launched in launch_ctx, with everything the report
  * names filled in; kind (b) adds the operand fields. */

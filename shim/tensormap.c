@@ -82,8 +82,9 @@ static void put(const void *desc, const struct cg_tmap *info)
 	pthread_mutex_unlock(&s->lock);
 }
 
-/* One consistent read of entry e: 1 found, 0 not this one, -1 torn. */
-static int read_entry(const struct entry *e, uint64_t h, struct cg_tmap *out)
+/* One consistent read of the first n info words of entry e: 1 found,
+ * 0 not this one, -1 torn. */
+static int read_entry(const struct entry *e, uint64_t h, uint64_t *iw, int n)
 {
 	uint32_t seq = atomic_load_explicit(&e->seq, memory_order_acquire);
 	if (seq & 1)
@@ -91,16 +92,12 @@ static int read_entry(const struct entry *e, uint64_t h, struct cg_tmap *out)
 	/* Acquire loads: the sequence number is read again after them. */
 	if (atomic_load_explicit(&e->hash, memory_order_acquire) != h)
 		return 0;
-	uint64_t iw[IWORDS];
-	for (int i = 0; i < IWORDS; i++)
+	for (int i = 0; i < n; i++)
 		iw[i] = atomic_load_explicit(&e->info[i], memory_order_acquire);
-	if (atomic_load_explicit(&e->seq, memory_order_relaxed) != seq)
-		return -1;
-	memcpy(out, iw, sizeof *out);
-	return 1;
+	return atomic_load_explicit(&e->seq, memory_order_relaxed) == seq ? 1 : -1;
 }
 
-int cg_tmap_find(const void *desc, struct cg_tmap *out)
+static int lookup(const void *desc, uint64_t *iw, int n)
 {
 	uint64_t h = hash_desc(desc);
 	const struct set *s = &sets[h % SETS];
@@ -110,12 +107,31 @@ int cg_tmap_find(const void *desc, struct cg_tmap *out)
 			continue;
 		int r;
 		/* A torn read means a writer is replacing the entry right now. */
-		for (int tries = 0; (r = read_entry(&s->e[i], h, out)) < 0 && tries < 64; tries++)
+		for (int tries = 0; (r = read_entry(&s->e[i], h, iw, n)) < 0 && tries < 64; tries++)
 			;
 		if (r > 0)
 			return 1;
 	}
 	return 0;
+}
+
+int cg_tmap_find(const void *desc, struct cg_tmap *out)
+{
+	uint64_t iw[IWORDS];
+	if (!lookup(desc, iw, IWORDS))
+		return 0;
+	memcpy(out, iw, sizeof *out);
+	return 1;
+}
+
+int cg_tmap_address(const void *desc, uintptr_t *addr)
+{
+	/* The address is the first word of struct cg_tmap. */
+	uint64_t w;
+	if (!lookup(desc, &w, 1))
+		return 0;
+	*addr = (uintptr_t)w;
+	return 1;
 }
 
 void cg_tmap_describe(const struct cg_tmap *t, char *buf, size_t n)

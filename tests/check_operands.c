@@ -13,7 +13,7 @@
 #include "fake/fake_api.h"
 
 /* Two pointers, then two tensor maps: DeepGEMM's shape of parameter list. */
-#define EXPERT "_ZN9deep_gemm19sm90_bf16_gemm_implILj0EEEvPijjj14CUtensorMap_stS1_S1_"
+#define EXPERT "_ZN9deep_gemm19sm90_bf16_gemm_implILj0EEEvPijjj14CUtensorMap_stS2_S2_"
 static const char image[] = "//ctxguard-fake-image\n.kernel " EXPERT " 8,8,128,128\n";
 enum { SIZE = 4 << 20 };
 

@@ -12,7 +12,7 @@
 #include "../policy/policy.h"
 #include "spawn.h"
 
-#define EXPERT "_ZN9deep_gemm19sm90_bf16_gemm_implILj0EEEvPijjj14CUtensorMap_stS1_S1_"
+#define EXPERT "_ZN9deep_gemm19sm90_bf16_gemm_implILj0EEEvPijjj14CUtensorMap_stS2_S2_"
 static const char image[] = "//ctxguard-fake-image\n.kernel " EXPERT " 8,4,4,4,128,128,128\n";
 
 enum { THREADS = 16, ROUNDS = 2000, CROSS_EVERY = 10 };

@@ -28,7 +28,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define EXPERT "_ZN9deep_gemm19sm90_bf16_gemm_implILj0EEEvPijjj14CUtensorMap_stS1_S1_"
+#define EXPERT "_ZN9deep_gemm19sm90_bf16_gemm_implILj0EEEvPijjj14CUtensorMap_stS2_S2_"
 #define PLAIN "vector_add"
 
 /* Every driver function the scenario uses: exported symbol for dlsym,
