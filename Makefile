@@ -104,11 +104,11 @@ test-gpu: all
 install: all
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin \
 	    $(DESTDIR)$(PREFIX)/include/ctxguard $(DESTDIR)$(PREFIX)/lib/pkgconfig \
-	    $(DESTDIR)$(PREFIX)/etc/ctxguard
+	    $(DESTDIR)$(PREFIX)/share/ctxguard
 	install -m 755 $(LIB) $(DESTDIR)$(PREFIX)/lib/libctxguard.so
 	install -m 755 $(CMD) $(DESTDIR)$(PREFIX)/bin/ctxguard
 	install -m 644 policy/policy.h $(DESTDIR)$(PREFIX)/include/ctxguard/policy.h
-	install -m 644 policy/default.conf $(DESTDIR)$(PREFIX)/etc/ctxguard/policy.conf
+	install -m 644 policy/default.conf $(DESTDIR)$(PREFIX)/share/ctxguard/policy.conf
 	$(if $(wildcard kernels/grouped_mm.h),install -m 644 kernels/grouped_mm.h $(DESTDIR)$(PREFIX)/include/ctxguard/grouped_mm.h)
 	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: ctxguard\nDescription: stops CUDA kernel launches that cross contexts\nVersion: $(VERSION)\nLibs: -L$${libdir} -lctxguard\nCflags: -I$${includedir}/ctxguard\n' '$(PREFIX)' \
 	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/ctxguard.pc
