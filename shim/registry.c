@@ -221,11 +221,15 @@ const struct cg_fn *cg_fn_seen(uintptr_t handle, CUstream stream)
 	if (!cg_call.cuFuncGetName ||
 	    cg_call.cuFuncGetName(&name, (CUfunction)handle) != CUDA_SUCCESS) {
 		/* Not a CUfunction: a CUkernel cast to one (cudart's lazy
-		 * loading hands those out), or nothing the driver knows. */
-		if (!cg_call.cuKernelGetName ||
-		    cg_call.cuKernelGetName(&name, (CUkernel)handle) != CUDA_SUCCESS)
-			return NULL;
-		flags = CG_FN_KERNEL;
+		 * loading hands those out), or a handle the driver will not
+		 * name — recorded nameless all the same, so that the next
+		 * launch of it is one lookup instead of two failing queries. */
+		name = NULL;
+		if (cg_call.cuKernelGetName &&
+		    cg_call.cuKernelGetName(&name, (CUkernel)handle) == CUDA_SUCCESS)
+			flags = CG_FN_KERNEL;
+		else
+			name = NULL;
 	}
 	return cg_fn_add(handle, NULL, flags, "first launch", name, NULL);
 }
