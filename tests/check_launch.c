@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../policy/policy.h"
+#include "suite.h"
 #include "spawn.h"
 
 static const char *const routes[] = {"direct", "dlsym", "procaddr", "procaddr_v1", "ptsz"};
@@ -320,9 +321,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return run_suite(suite());
 }

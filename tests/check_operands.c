@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "../policy/policy.h"
+#include "suite.h"
 #include "fake/fake_api.h"
 
 /* Two pointers, then two tensor maps: DeepGEMM's shape of parameter list. */
@@ -360,9 +361,5 @@ int main(void)
 	tcase_add_test(t, silent_crossing_is_stopped_before_it_runs);
 	tcase_add_test(t, types_from_the_demangled_name);
 	suite_add_tcase(s, t);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return run_suite(s);
 }

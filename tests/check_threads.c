@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "../policy/policy.h"
+#include "suite.h"
 #include "spawn.h"
 
 #define EXPERT "_ZN9deep_gemm19sm90_bf16_gemm_implILj0EEEvPijjj14CUtensorMap_stS2_S2_"
@@ -167,9 +168,5 @@ int main(void)
 	tcase_add_test(t, error_message_is_per_failure);
 	tcase_add_test(t, forked_child_starts_clean);
 	suite_add_tcase(s, t);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return run_suite(s);
 }
