@@ -10,31 +10,38 @@
 
 extern char **environ;
 
-_Atomic int cg_state;                    /* 0 new, 1 starting, 2 ready, 3 inert */
+_Atomic int cg_state;   /* 0 not started (or no libcuda yet), 1 starting, 2 ready, 3 inert */
 _Thread_local int cg_in_hook CG_TLS;
 const struct cg_policy *cg_policy;
 struct cg_calls cg_call;
 
 static struct cg_policy policy;
 
+/* 1: ready; 0: libcuda not loaded (yet): ask again at the next call;
+ * -1: a libcuda without the basics: inert for good. */
 static int start(void)
 {
-	cg_policy_load(&policy, environ);
-	cg_policy = &policy;
+	static int have_policy;
+	if (!have_policy) {
+		cg_policy_load(&policy, environ);
+		cg_policy = &policy;
+		have_policy = 1;
+	}
 	const char *path = getenv("CTXGUARD_LIBCUDA");
 	if (!path || !*path)
 		path = "libcuda.so.1";
+	/* Only a driver the program loaded itself: a lookup of some other
+	 * "cu" name (curl_easy_init) must not pull libcuda into a process
+	 * that never uses it.  Every route to a hook comes after that load. */
 	void *h = dlopen(path, RTLD_LAZY | RTLD_NOLOAD);
 	if (!h)
-		h = dlopen(path, RTLD_LAZY);
-	if (!h)
-		return 0;        /* no driver: inert, every wrapper forwards */
+		return 0;
 	cg_entry_resolve(h);
 #define X(name, params) cg_call.name = (CUresult(*) params)cg_real_dlsym(h, #name);
 	CG_CALLS(X)
 #undef X
 	if (!cg_call.cuCtxGetCurrent || !cg_call.cuStreamGetCtx)
-		return 0;
+		return -1;
 	cg_report_start();
 	return 1;
 }
@@ -51,7 +58,8 @@ int cg_init(void)
 	int expected = 0;
 	if (atomic_compare_exchange_strong(&cg_state, &expected, 1)) {
 		cg_in_hook = 1;
-		s = start() ? 2 : 3;
+		int r = start();
+		s = r > 0 ? 2 : r < 0 ? 3 : 0;
 		cg_in_hook = 0;
 		atomic_store_explicit(&cg_state, s, memory_order_release);
 		return s == 2;

@@ -284,6 +284,17 @@ START_TEST(inert_without_libcuda)
 }
 END_TEST
 
+/* With a driver installed but never loaded by the program, the shim
+ * leaves it unloaded. */
+START_TEST(never_loads_the_driver_itself)
+{
+	const char *argv[] = {"tests/progs/nocuda", NULL};
+	spawn(&r, NULL, argv);
+	ck_assert_msg(exited(&r, 0), "status %#x\n%s%s", r.status, r.out, r.err);
+	ck_assert_msg(strstr(r.out, "nocuda: ok"), "%s", r.out);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("launch");
@@ -315,6 +326,7 @@ static Suite *suite(void)
 	tcase_add_test(t, bad_policy_file_is_one_line);
 	tcase_add_test(t, command_runs_and_exits_like_the_program);
 	tcase_add_test(t, inert_without_libcuda);
+	tcase_add_test(t, never_loads_the_driver_itself);
 	suite_add_tcase(s, t);
 	return s;
 }
