@@ -347,6 +347,59 @@ START_TEST(types_from_the_demangled_name)
 }
 END_TEST
 
+/* A destroyed context's handle comes back for another device: the
+ * operand check must use the new device, not a cached one. */
+START_TEST(context_handle_reused_on_another_device)
+{
+	setup();
+	CUdeviceptr own = dev_alloc(0);
+	CUcontext a, b;
+	CUdevice d0, d1;
+	ck_assert_int_eq(cuDeviceGet(&d0, 0), CUDA_SUCCESS);
+	ck_assert_int_eq(cuDeviceGet(&d1, 1), CUDA_SUCCESS);
+	ck_assert_int_eq(cuCtxCreate(&a, NULL, 0, d0), CUDA_SUCCESS);
+	CUmodule mod;
+	CUfunction k;
+	CUtensorMap ok = tmap_over(own);
+	void *params[] = {&own, &own, &ok, &ok};
+	ck_assert_int_eq(cuModuleLoadData(&mod, image), CUDA_SUCCESS);
+	ck_assert_int_eq(cuModuleGetFunction(&k, mod, EXPERT), CUDA_SUCCESS);
+	ck_assert_int_eq(cuLaunchKernel(k, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL), CUDA_SUCCESS);
+	ck_assert_int_eq(cuCtxDestroy(a), CUDA_SUCCESS);
+	ck_assert_int_eq(cuCtxCreate(&b, NULL, 0, d1), CUDA_SUCCESS);
+	ck_assert_msg(a == b, "the fake did not reuse the context handle");
+	ck_assert_int_eq(cuModuleLoadData(&mod, image), CUDA_SUCCESS);
+	ck_assert_int_eq(cuModuleGetFunction(&k, mod, EXPERT), CUDA_SUCCESS);
+	assert_refused(cuLaunchKernel(k, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL), "reused ctx");
+}
+END_TEST
+
+/* A graph node of a CUkernel runs in its ctx field's context: its operands
+ * are checked against that context's device when the node is added. */
+START_TEST(graph_kernel_node_in_its_context)
+{
+	setup();
+	CUdeviceptr own = dev_alloc(0);
+	CUtensorMap ok = tmap_over(own);
+	void *params[] = {&own, &own, &ok, &ok};
+	CUlibrary lib;
+	CUkernel kern;
+	ck_assert_int_eq(cuLibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0), CUDA_SUCCESS);
+	ck_assert_int_eq(cuLibraryGetKernel(&kern, lib, EXPERT), CUDA_SUCCESS);
+	CUgraph g;
+	CUgraphNode node;
+	ck_assert_int_eq(cuGraphCreate(&g, 0), CUDA_SUCCESS);
+	CUDA_KERNEL_NODE_PARAMS p = {.gridDimX = 1, .gridDimY = 1, .gridDimZ = 1, .blockDimX = 32,
+				     .blockDimY = 1, .blockDimZ = 1, .kernelParams = params,
+				     .kern = kern, .ctx = ctx[0]};
+	ck_assert_int_eq(cuCtxSetCurrent(ctx[0]), CUDA_SUCCESS);
+	ck_assert_int_eq(cuGraphAddKernelNode(&node, g, NULL, 0, &p), CUDA_SUCCESS);
+	/* Same node meant for device 1, with device 0's operands. */
+	p.ctx = ctx[1];
+	assert_refused(cuGraphAddKernelNode(&node, g, NULL, 0, &p), "kernel node ctx");
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("operands");
@@ -360,6 +413,8 @@ int main(void)
 	tcase_add_test(t, fallback_for_memory_never_seen);
 	tcase_add_test(t, silent_crossing_is_stopped_before_it_runs);
 	tcase_add_test(t, types_from_the_demangled_name);
+	tcase_add_test(t, context_handle_reused_on_another_device);
+	tcase_add_test(t, graph_kernel_node_in_its_context);
 	suite_add_tcase(s, t);
 	return run_suite(s);
 }
