@@ -41,18 +41,25 @@ static void init_locks(void)
  * what identifies a descriptor on lookup: two different descriptors of one
  * process sharing it is a 2^-64 event, cheaper to accept than a 128-byte
  * compare on every launch. */
+static uint64_t word(const unsigned char *p, int i)
+{
+	uint64_t w;
+	memcpy(&w, p + 8 * i, 8);
+	return w;
+}
+
 static uint64_t hash_desc(const void *desc)
 {
+	/* Four independent lanes: the multiplies overlap instead of chaining. */
 	const unsigned char *p = desc;
-	uint64_t a = 0x9e3779b97f4a7c15ULL, b = 0xc2b2ae3d27d4eb4fULL;
-	for (int i = 0; i < DWORDS; i += 2) {
-		uint64_t w0, w1;
-		memcpy(&w0, p + 8 * i, 8);
-		memcpy(&w1, p + 8 * i + 8, 8);
-		a = (a + w0) * 0xff51afd7ed558ccdULL;
-		b = (b + w1) * 0xc4ceb9fe1a85ec53ULL;
+	uint64_t a = 1, b = 2, c = 3, d = 4;
+	for (int i = 0; i < DWORDS; i += 4) {
+		a = (a + word(p, i)) * 0xff51afd7ed558ccdULL;
+		b = (b + word(p, i + 1)) * 0xc4ceb9fe1a85ec53ULL;
+		c = (c + word(p, i + 2)) * 0x9e3779b97f4a7c15ULL;
+		d = (d + word(p, i + 3)) * 0xd6e8feb86659fd93ULL;
 	}
-	uint64_t h = a ^ (b >> 29) ^ (b << 35);
+	uint64_t h = a ^ (b >> 17 | b << 47) ^ (c >> 31 | c << 33) ^ (d >> 43 | d << 21);
 	h ^= h >> 32;
 	return h | 1;
 }
