@@ -256,6 +256,18 @@ START_TEST(every_tensor_map_encoder)
 }
 END_TEST
 
+/* The device remembered for a tensor map is dropped when memory moves. */
+START_TEST(tensor_map_over_freed_memory)
+{
+	setup();
+	CUdeviceptr own = dev_alloc(0), other = dev_alloc(1);
+	CUtensorMap ok = tmap_over(own), stale = tmap_over(other);
+	assert_refused(launch(own, own, &ok, &stale), "before the free");
+	ck_assert_int_eq(cuMemFree(other), CUDA_SUCCESS);
+	ck_assert_int_eq(launch(own, own, &ok, &stale), CUDA_SUCCESS);
+}
+END_TEST
+
 START_TEST(both_parameter_forms)
 {
 	setup();
@@ -409,6 +421,7 @@ int main(void)
 	tcase_add_test(t, memory_every_device_reaches);
 	tcase_add_loop_test(t, every_tensor_map_encoder, 0, 4);
 	tcase_add_loop_test(t, both_parameter_forms, 0, 3);
+	tcase_add_test(t, tensor_map_over_freed_memory);
 	tcase_add_test(t, operands_off_and_scope);
 	tcase_add_test(t, fallback_for_memory_never_seen);
 	tcase_add_test(t, silent_crossing_is_stopped_before_it_runs);
