@@ -24,14 +24,6 @@ static struct cg_table handles = CG_TABLE_INIT;
 static _Atomic uintptr_t negative[NEG];
 /* Read-modify-write of granule counts; readers never take it. */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-/* Bumped whenever an address may change device (a free, an unmap, a
- * granule re-marked): answers cached elsewhere compare against it. */
-static _Atomic unsigned long epoch = 1;
-
-unsigned long cg_mem_epoch(void)
-{
-	return atomic_load_explicit(&epoch, memory_order_acquire);
-}
 
 static void mark(uintptr_t base, size_t size, int tag)
 {
@@ -41,8 +33,6 @@ static void mark(uintptr_t base, size_t size, int tag)
 	for (uintptr_t g = base >> SHIFT; g <= (base + size - 1) >> SHIFT; g++) {
 		uintptr_t v = (uintptr_t)cg_table_get(&granules, g);
 		uintptr_t n = v && (int)(v & 255) == tag ? (v >> 8) + 1 : 1;
-		if (v && (int)(v & 255) != tag)
-			atomic_fetch_add_explicit(&epoch, 1, memory_order_release);
 		cg_table_put(&granules, g, (void *)(n << 8 | (uintptr_t)tag));
 		atomic_store_explicit(&negative[g % NEG], 0, memory_order_relaxed);
 	}
@@ -63,7 +53,6 @@ static void unmark(uintptr_t base, size_t size)
 		else
 			cg_table_put(&granules, g, (void *)(v - 256));
 	}
-	atomic_fetch_add_explicit(&epoch, 1, memory_order_release);
 	pthread_mutex_unlock(&lock);
 }
 
@@ -292,7 +281,6 @@ CUresult cg_on_cuMemAddressFree(const struct cg_variant *v, CUdeviceptr ptr, siz
 	pthread_mutex_lock(&lock);
 	for (uintptr_t g = ptr >> SHIFT; size && g <= (ptr + size - 1) >> SHIFT; g++)
 		cg_table_del(&granules, g);
-	atomic_fetch_add_explicit(&epoch, 1, memory_order_release);
 	pthread_mutex_unlock(&lock);
 	return CG_REAL(cuMemAddressFree, v)(ptr, size);
 }

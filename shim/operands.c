@@ -58,9 +58,9 @@ CUresult cg_check_operands(const char *api, const struct cg_fn *fn, CUcontext ct
 			continue;
 		}
 		uintptr_t a;
-		int d;
-		if (!cg_tmap_device(bytes, stream, &a, &d))
+		if (!cg_tmap_address(bytes, &a))
 			continue;
+		int d = cg_mem_device(a, stream);
 		struct cg_tmap t;
 		if (d >= 0 && d != dev && cg_tmap_find(bytes, &t)) {
 			char shape[256];

@@ -175,12 +175,10 @@ enum { CG_MEM_NONE = -1, CG_MEM_ANY = -2 };
 /* Device holding address a, CG_MEM_ANY (managed, host-mapped) or
  * CG_MEM_NONE (not device memory).  Lock-free unless never seen before. */
 int cg_mem_device(uintptr_t a, CUstream stream);
-unsigned long cg_mem_epoch(void);            /* changes when any address may */
 void cg_memory_reset(void);
 
 struct cg_tmap {
-	uintptr_t addr;            /* global address; these two first: cg_tmap_device */
-	uint64_t where;            /* (cg_mem_epoch() << 8) | (device + 2) at encode */
+	uintptr_t addr;            /* global address; first: see cg_tmap_address */
 	int dtype, rank;
 	uint64_t dims[5];
 	uint32_t box[5];
@@ -188,10 +186,8 @@ struct cg_tmap {
 /* The tensor map whose 128 descriptor bytes are desc, if ctxguard saw it
  * encoded (bounded: the oldest are forgotten). */
 int cg_tmap_find(const void *desc, struct cg_tmap *out);
-/* The launch path's form: the global address and the device holding it
- * (cg_mem_device's answer, remembered from encode time while no address
- * has changed device since), or 0 when the descriptor is unknown. */
-int cg_tmap_device(const void *desc, CUstream stream, uintptr_t *addr, int *dev);
+/* The same, for the launch path: only the global address. */
+int cg_tmap_address(const void *desc, uintptr_t *addr);
 void cg_tmap_describe(const struct cg_tmap *t, char *buf, size_t n);
 
 enum { CG_P_PTR = 1, CG_P_TMAP = 2 };

@@ -131,14 +131,13 @@ int cg_tmap_find(const void *desc, struct cg_tmap *out)
 	return 1;
 }
 
-int cg_tmap_device(const void *desc, CUstream stream, uintptr_t *addr, int *dev)
+int cg_tmap_address(const void *desc, uintptr_t *addr)
 {
-	/* addr and where are the first two words of struct cg_tmap. */
-	uint64_t w[2];
-	if (!lookup(desc, w, 2))
+	/* The address is the first word of struct cg_tmap. */
+	uint64_t w;
+	if (!lookup(desc, &w, 1))
 		return 0;
-	*addr = (uintptr_t)w[0];
-	*dev = w[1] >> 8 == cg_mem_epoch() ? (int)(w[1] & 255) - 2 : cg_mem_device(*addr, stream);
+	*addr = (uintptr_t)w;
 	return 1;
 }
 
@@ -166,11 +165,7 @@ static void record(CUresult rc, const CUtensorMap *map, CUtensorMapDataType type
 {
 	if (rc != CUDA_SUCCESS || !map)
 		return;
-	/* The epoch is read first: a free racing this encode leaves it stale. */
-	unsigned long e = cg_mem_epoch();
-	int dev = cg_mem_device((uintptr_t)addr, NULL);
-	struct cg_tmap t = {.addr = (uintptr_t)addr, .where = (uint64_t)e << 8 | (uint64_t)(dev + 2),
-			    .dtype = (int)type, .rank = (int)rank};
+	struct cg_tmap t = {.addr = (uintptr_t)addr, .dtype = (int)type, .rank = (int)rank};
 	for (cuuint32_t i = 0; i < rank && i < 5; i++) {
 		t.dims[i] = dims ? dims[i] : 0;
 		t.box[i] = box ? box[i] : 0;
@@ -247,9 +242,7 @@ CUresult cg_on_cuTensorMapReplaceAddress(const struct cg_variant *v, CUtensorMap
 	int known = tensorMap && cg_tmap_find(tensorMap, &t);
 	CUresult rc = CG_REAL(cuTensorMapReplaceAddress, v)(tensorMap, globalAddress);
 	if (rc == CUDA_SUCCESS && known) {
-		unsigned long e = cg_mem_epoch();
 		t.addr = (uintptr_t)globalAddress;
-		t.where = (uint64_t)e << 8 | (uint64_t)(cg_mem_device(t.addr, NULL) + 2);
 		put(tensorMap, &t);
 	}
 	return rc;
