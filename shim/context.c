@@ -72,10 +72,4 @@ void cg_context_reset(void)
 	cg_table_reset(&devices);
 }
 
-CUresult cg_on_cuCtxDestroy(const struct cg_variant *v, CUcontext ctx)
-{
-	CUresult rc = CG_REAL(cuCtxDestroy, v)(ctx);
-	if (rc == CUDA_SUCCESS)
-		cg_ctx_forget(ctx);
-	return rc;
-}
+CG_AFTER(cuCtxDestroy, cg_ctx_forget(ctx))

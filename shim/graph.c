@@ -12,107 +12,25 @@ static CUresult check_node(const char *api, CUfunction func, CUkernel kern, CUco
 	CUfunction f = func ? func : (CUfunction)kern;
 	if (!f)
 		return CUDA_SUCCESS;
-	CUcontext launch = func || !ctx ? cg_current_ctx() : ctx;
-	CUresult rc = cg_check_launch(api, f, launch, NULL, params, extra);
-	if (rc == CUDA_SUCCESS)
-		cg_error_clear();
-	return rc;
+	return cg_check_launch(api, f, func || !ctx ? cg_current_ctx() : ctx, NULL, params, extra);
 }
 
-#define V1(api, p) ((p) ? check_node(api, (p)->func, NULL, NULL, (p)->kernelParams, (p)->extra) \
-			: CUDA_SUCCESS)
-#define V2(api, p) ((p) ? check_node(api, (p)->func, (p)->kern, (p)->ctx, (p)->kernelParams, \
-				     (p)->extra)                                           \
-			: CUDA_SUCCESS)
+/* v1 parameters have no CUkernel and no context; v2 and v3 have both. */
+#define V1(p) ((p) ? check_node(v->symbol, (p)->func, NULL, NULL, (p)->kernelParams, (p)->extra) \
+		   : CUDA_SUCCESS)
+#define V2(p) ((p) ? check_node(v->symbol, (p)->func, (p)->kern, (p)->ctx, (p)->kernelParams, \
+				(p)->extra)                                                     \
+		   : CUDA_SUCCESS)
+/* The generic node API: only kernel nodes are checked. */
+#define ANY(p) ((p) && (p)->type == CU_GRAPH_NODE_TYPE_KERNEL ? V2(&(p)->kernel) : CUDA_SUCCESS)
 
-static CUresult check_generic(const char *api, const CUgraphNodeParams *p)
-{
-	return p && p->type == CU_GRAPH_NODE_TYPE_KERNEL ? V2(api, &p->kernel) : CUDA_SUCCESS;
-}
-
-/* Every handler: check, then the real call with the same arguments. */
-#define NODE(fam, params_ok, ...)                                            \
-	do {                                                                 \
-		CUresult rc_ = (params_ok);                                  \
-		return rc_ != CUDA_SUCCESS ? rc_ : CG_REAL(fam, v)(__VA_ARGS__); \
-	} while (0)
-
-CUresult cg_on_cuGraphAddKernelNode(const struct cg_variant *v, CUgraphNode *phGraphNode,
-				    CUgraph hGraph, const CUgraphNode *dependencies,
-				    size_t numDependencies,
-				    const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams)
-{
-	NODE(cuGraphAddKernelNode, V1(v->symbol, nodeParams),
-	     phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
-}
-
-CUresult cg_on_cuGraphAddKernelNode_v2(const struct cg_variant *v, CUgraphNode *phGraphNode,
-				       CUgraph hGraph, const CUgraphNode *dependencies,
-				       size_t numDependencies,
-				       const CUDA_KERNEL_NODE_PARAMS_v2 *nodeParams)
-{
-	NODE(cuGraphAddKernelNode_v2, V2(v->symbol, nodeParams),
-	     phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
-}
-
-CUresult cg_on_cuGraphKernelNodeSetParams(const struct cg_variant *v, CUgraphNode hNode,
-					  const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams)
-{
-	NODE(cuGraphKernelNodeSetParams, V1(v->symbol, nodeParams),
-	     hNode, nodeParams);
-}
-
-CUresult cg_on_cuGraphKernelNodeSetParams_v2(const struct cg_variant *v, CUgraphNode hNode,
-					     const CUDA_KERNEL_NODE_PARAMS_v2 *nodeParams)
-{
-	NODE(cuGraphKernelNodeSetParams_v2,
-	     V2(v->symbol, nodeParams), hNode, nodeParams);
-}
-
-CUresult cg_on_cuGraphExecKernelNodeSetParams(const struct cg_variant *v, CUgraphExec hGraphExec,
-					      CUgraphNode hNode,
-					      const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams)
-{
-	NODE(cuGraphExecKernelNodeSetParams,
-	     V1(v->symbol, nodeParams), hGraphExec, hNode,
-	     nodeParams);
-}
-
-CUresult cg_on_cuGraphExecKernelNodeSetParams_v2(const struct cg_variant *v,
-						 CUgraphExec hGraphExec, CUgraphNode hNode,
-						 const CUDA_KERNEL_NODE_PARAMS_v2 *nodeParams)
-{
-	NODE(cuGraphExecKernelNodeSetParams_v2,
-	     V2(v->symbol, nodeParams), hGraphExec, hNode,
-	     nodeParams);
-}
-
-CUresult cg_on_cuGraphAddNode(const struct cg_variant *v, CUgraphNode *phGraphNode,
-			      CUgraph hGraph, const CUgraphNode *dependencies,
-			      size_t numDependencies, CUgraphNodeParams *nodeParams)
-{
-	NODE(cuGraphAddNode, check_generic(v->symbol, nodeParams), phGraphNode, hGraph,
-	     dependencies, numDependencies, nodeParams);
-}
-
-CUresult cg_on_cuGraphAddNode_v2(const struct cg_variant *v, CUgraphNode *phGraphNode,
-				 CUgraph hGraph, const CUgraphNode *dependencies,
-				 const CUgraphEdgeData *dependencyData, size_t numDependencies,
-				 CUgraphNodeParams *nodeParams)
-{
-	NODE(cuGraphAddNode_v2, check_generic(v->symbol, nodeParams), phGraphNode, hGraph,
-	     dependencies, dependencyData, numDependencies, nodeParams);
-}
-
-CUresult cg_on_cuGraphNodeSetParams(const struct cg_variant *v, CUgraphNode hNode,
-				    CUgraphNodeParams *nodeParams)
-{
-	NODE(cuGraphNodeSetParams, check_generic(v->symbol, nodeParams), hNode, nodeParams);
-}
-
-CUresult cg_on_cuGraphExecNodeSetParams(const struct cg_variant *v, CUgraphExec hGraphExec,
-					CUgraphNode hNode, CUgraphNodeParams *nodeParams)
-{
-	NODE(cuGraphExecNodeSetParams, check_generic(v->symbol, nodeParams), hGraphExec, hNode,
-	     nodeParams);
-}
+CG_CHECKED(cuGraphAddKernelNode, V1(nodeParams))
+CG_CHECKED(cuGraphAddKernelNode_v2, V2(nodeParams))
+CG_CHECKED(cuGraphKernelNodeSetParams, V1(nodeParams))
+CG_CHECKED(cuGraphKernelNodeSetParams_v2, V2(nodeParams))
+CG_CHECKED(cuGraphExecKernelNodeSetParams, V1(nodeParams))
+CG_CHECKED(cuGraphExecKernelNodeSetParams_v2, V2(nodeParams))
+CG_CHECKED(cuGraphAddNode, ANY(nodeParams))
+CG_CHECKED(cuGraphAddNode_v2, ANY(nodeParams))
+CG_CHECKED(cuGraphNodeSetParams, ANY(nodeParams))
+CG_CHECKED(cuGraphExecNodeSetParams, ANY(nodeParams))

@@ -14,8 +14,8 @@ static CUresult crossing(const char *api, const struct cg_fn *fn, CUcontext laun
 	return cg_act(&c, fn);
 }
 
-CUresult cg_check_launch(const char *api, CUfunction f, CUcontext launch_ctx, CUstream stream,
-			 void **params, void **extra)
+static CUresult check(const char *api, CUfunction f, CUcontext launch_ctx, CUstream stream,
+		      void **params, void **extra)
 {
 	cg_count(CG_C_LAUNCHES);
 	const struct cg_fn *fn = cg_fn_get((uintptr_t)f);
@@ -41,76 +41,36 @@ CUresult cg_check_launch(const char *api, CUfunction f, CUcontext launch_ctx, CU
 	return CUDA_SUCCESS;
 }
 
-/* Checks, then the real call; a refusal (error action) returns its code. */
-#define CHECKED(api, f, ctx, stream, params, extra, call)                     \
-	do {                                                                 \
-		CUresult rc_ = cg_check_launch(api, f, ctx, stream, params, extra); \
-		if (rc_ != CUDA_SUCCESS)                                     \
-			return rc_;                                          \
-		cg_error_clear();                                            \
-		return call;                                                 \
-	} while (0)
-
-CUresult cg_on_cuLaunchKernel(const struct cg_variant *v, CUfunction f, unsigned int gridDimX,
-			      unsigned int gridDimY, unsigned int gridDimZ,
-			      unsigned int blockDimX, unsigned int blockDimY,
-			      unsigned int blockDimZ, unsigned int sharedMemBytes,
-			      CUstream hStream, void **kernelParams, void **extra)
+/* A launch that goes through leaves no refusal message behind for the
+ * thread's next cuGetErrorString. */
+CUresult cg_check_launch(const char *api, CUfunction f, CUcontext launch_ctx, CUstream stream,
+			 void **params, void **extra)
 {
-	CHECKED(v->symbol, f, NULL, hStream, kernelParams, extra,
-		CG_REAL(cuLaunchKernel, v)(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,
-					   blockDimZ, sharedMemBytes, hStream, kernelParams, extra));
+	CUresult rc = check(api, f, launch_ctx, stream, params, extra);
+	if (rc == CUDA_SUCCESS)
+		cg_error_clear();
+	return rc;
 }
 
-CUresult cg_on_cuLaunchKernelEx(const struct cg_variant *v, const CUlaunchConfig *config,
-				CUfunction f, void **kernelParams, void **extra)
-{
-	CHECKED(v->symbol, f, NULL, config ? config->hStream : NULL, kernelParams, extra,
-		CG_REAL(cuLaunchKernelEx, v)(config, f, kernelParams, extra));
-}
+CG_CHECKED(cuLaunchKernel, cg_check_launch(v->symbol, f, NULL, hStream, kernelParams, extra))
+CG_CHECKED(cuLaunchKernelEx, cg_check_launch(v->symbol, f, NULL, config ? config->hStream : NULL,
+					     kernelParams, extra))
+CG_CHECKED(cuLaunchCooperativeKernel,
+	   cg_check_launch(v->symbol, f, NULL, hStream, kernelParams, NULL))
+CG_CHECKED(cuLaunch, cg_check_launch(v->symbol, f, NULL, NULL, NULL, NULL))
+CG_CHECKED(cuLaunchGrid, cg_check_launch(v->symbol, f, NULL, NULL, NULL, NULL))
+CG_CHECKED(cuLaunchGridAsync, cg_check_launch(v->symbol, f, NULL, hStream, NULL, NULL))
 
-CUresult cg_on_cuLaunchCooperativeKernel(const struct cg_variant *v, CUfunction f,
-					 unsigned int gridDimX, unsigned int gridDimY,
-					 unsigned int gridDimZ, unsigned int blockDimX,
-					 unsigned int blockDimY, unsigned int blockDimZ,
-					 unsigned int sharedMemBytes, CUstream hStream,
-					 void **kernelParams)
+/* One launch per device: each is checked. */
+static CUresult check_each(const char *api, const CUDA_LAUNCH_PARAMS *list, unsigned n)
 {
-	CHECKED(v->symbol, f, NULL, hStream, kernelParams, NULL,
-		CG_REAL(cuLaunchCooperativeKernel, v)(f, gridDimX, gridDimY, gridDimZ, blockDimX,
-						      blockDimY, blockDimZ, sharedMemBytes,
-						      hStream, kernelParams));
-}
-
-CUresult cg_on_cuLaunchCooperativeKernelMultiDevice(const struct cg_variant *v,
-						    CUDA_LAUNCH_PARAMS *list,
-						    unsigned int numDevices, unsigned int flags)
-{
-	for (unsigned i = 0; list && i < numDevices; i++) {
-		CUresult rc = cg_check_launch(v->symbol, list[i].function, NULL, list[i].hStream,
+	for (unsigned i = 0; list && i < n; i++) {
+		CUresult rc = cg_check_launch(api, list[i].function, NULL, list[i].hStream,
 					      list[i].kernelParams, NULL);
 		if (rc != CUDA_SUCCESS)
 			return rc;
 	}
-	cg_error_clear();
-	return CG_REAL(cuLaunchCooperativeKernelMultiDevice, v)(list, numDevices, flags);
+	return CUDA_SUCCESS;
 }
 
-CUresult cg_on_cuLaunch(const struct cg_variant *v, CUfunction f)
-{
-	CHECKED(v->symbol, f, NULL, NULL, NULL, NULL, CG_REAL(cuLaunch, v)(f));
-}
-
-CUresult cg_on_cuLaunchGrid(const struct cg_variant *v, CUfunction f, int grid_width,
-			    int grid_height)
-{
-	CHECKED(v->symbol, f, NULL, NULL, NULL, NULL,
-		CG_REAL(cuLaunchGrid, v)(f, grid_width, grid_height));
-}
-
-CUresult cg_on_cuLaunchGridAsync(const struct cg_variant *v, CUfunction f, int grid_width,
-				 int grid_height, CUstream hStream)
-{
-	CHECKED(v->symbol, f, NULL, hStream, NULL, NULL,
-		CG_REAL(cuLaunchGridAsync, v)(f, grid_width, grid_height, hStream));
-}
+CG_CHECKED(cuLaunchCooperativeKernelMultiDevice, check_each(v->symbol, launchParamsList, numDevices))

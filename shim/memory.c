@@ -131,156 +131,70 @@ void cg_memory_reset(void)
 
 /* ---- the allocation hooks ---- */
 
-CUresult cg_on_cuMemAlloc(const struct cg_variant *v, CUdeviceptr *dptr, size_t bytesize)
-{
-	CUresult rc = CG_REAL(cuMemAlloc, v)(dptr, bytesize);
-	if (rc == CUDA_SUCCESS && dptr)
-		remember(*dptr, bytesize, tag_of_ctx(cg_current_ctx()));
-	return rc;
-}
-
-CUresult cg_on_cuMemAllocPitch(const struct cg_variant *v, CUdeviceptr *dptr, size_t *pPitch,
-			       size_t WidthInBytes, size_t Height, unsigned int ElementSizeBytes)
-{
-	CUresult rc = CG_REAL(cuMemAllocPitch, v)(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
-	if (rc == CUDA_SUCCESS && dptr && pPitch)
-		remember(*dptr, *pPitch * Height, tag_of_ctx(cg_current_ctx()));
-	return rc;
-}
-
-/* Stream-ordered allocations come from the stream's device's pool. */
-CUresult cg_on_cuMemAllocAsync(const struct cg_variant *v, CUdeviceptr *dptr, size_t bytesize,
-			       CUstream hStream)
-{
-	CUresult rc = CG_REAL(cuMemAllocAsync, v)(dptr, bytesize, hStream);
-	if (rc == CUDA_SUCCESS && dptr)
-		remember(*dptr, bytesize, tag_of_ctx(cg_launch_ctx(hStream)));
-	return rc;
-}
+/* What an allocation call wrote back, or 0 (which remember() ignores). */
+#define OUT(p) ((p) ? (uintptr_t)*(p) : 0)
 
 /* A pool may live on another device than the stream: ask the driver. */
-CUresult cg_on_cuMemAllocFromPoolAsync(const struct cg_variant *v, CUdeviceptr *dptr,
-				       size_t bytesize, CUmemoryPool pool, CUstream hStream)
+static int pool_tag(CUdeviceptr p, CUstream s)
 {
-	CUresult rc = CG_REAL(cuMemAllocFromPoolAsync, v)(dptr, bytesize, pool, hStream);
-	if (rc != CUDA_SUCCESS || !dptr)
-		return rc;
 	int ordinal = -1;
-	int tag = cg_call.cuPointerGetAttribute &&
-			  cg_call.cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
-							*dptr) == CUDA_SUCCESS && ordinal >= 0
-		  ? ordinal + 1
-		  : tag_of_ctx(cg_launch_ctx(hStream));
-	remember(*dptr, bytesize, tag);
-	return rc;
+	return p && cg_call.cuPointerGetAttribute &&
+			       cg_call.cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+							     p) == CUDA_SUCCESS && ordinal >= 0
+		       ? ordinal + 1
+		       : tag_of_ctx(cg_launch_ctx(s));
 }
 
-CUresult cg_on_cuMemAllocManaged(const struct cg_variant *v, CUdeviceptr *dptr, size_t bytesize,
-				 unsigned int flags)
-{
-	CUresult rc = CG_REAL(cuMemAllocManaged, v)(dptr, bytesize, flags);
-	if (rc == CUDA_SUCCESS && dptr)
-		remember(*dptr, bytesize, TAG_ANY);
-	return rc;
-}
+CG_AFTER(cuMemAlloc, remember(OUT(dptr), bytesize, tag_of_ctx(cg_current_ctx())))
+CG_AFTER(cuMemAllocPitch, remember(OUT(dptr), pPitch ? *pPitch * Height : 0,
+				   tag_of_ctx(cg_current_ctx())))
+/* Stream-ordered allocations come from the stream's device's pool. */
+CG_AFTER(cuMemAllocAsync, remember(OUT(dptr), bytesize, tag_of_ctx(cg_launch_ctx(hStream))))
+CG_AFTER(cuMemAllocFromPoolAsync, remember(OUT(dptr), bytesize, pool_tag(OUT(dptr), hStream)))
+/* Managed and pinned host memory is reachable from every device (UVA). */
+CG_AFTER(cuMemAllocManaged, remember(OUT(dptr), bytesize, TAG_ANY))
+CG_AFTER(cuMemHostAlloc, remember(OUT(pp), bytesize, TAG_ANY))
+CG_AFTER(cuMemAllocHost, remember(OUT(pp), bytesize, TAG_ANY))
+CG_AFTER(cuMemHostRegister, remember((uintptr_t)p, bytesize, TAG_ANY))
 
 /* Unpublish before the real free: the driver may hand the range out again
  * at once on another thread. */
-CUresult cg_on_cuMemFree(const struct cg_variant *v, CUdeviceptr dptr)
-{
-	forget(dptr);
-	return CG_REAL(cuMemFree, v)(dptr);
-}
-
-CUresult cg_on_cuMemFreeAsync(const struct cg_variant *v, CUdeviceptr dptr, CUstream hStream)
-{
-	forget(dptr);
-	return CG_REAL(cuMemFreeAsync, v)(dptr, hStream);
-}
-
-/* Pinned host memory is reachable from every device (UVA). */
-CUresult cg_on_cuMemHostAlloc(const struct cg_variant *v, void **pp, size_t bytesize,
-			      unsigned int Flags)
-{
-	CUresult rc = CG_REAL(cuMemHostAlloc, v)(pp, bytesize, Flags);
-	if (rc == CUDA_SUCCESS && pp)
-		remember((uintptr_t)*pp, bytesize, TAG_ANY);
-	return rc;
-}
-
-CUresult cg_on_cuMemAllocHost(const struct cg_variant *v, void **pp, size_t bytesize)
-{
-	CUresult rc = CG_REAL(cuMemAllocHost, v)(pp, bytesize);
-	if (rc == CUDA_SUCCESS && pp)
-		remember((uintptr_t)*pp, bytesize, TAG_ANY);
-	return rc;
-}
-
-CUresult cg_on_cuMemFreeHost(const struct cg_variant *v, void *p)
-{
-	forget((uintptr_t)p);
-	return CG_REAL(cuMemFreeHost, v)(p);
-}
-
-CUresult cg_on_cuMemHostRegister(const struct cg_variant *v, void *p, size_t bytesize,
-				 unsigned int Flags)
-{
-	CUresult rc = CG_REAL(cuMemHostRegister, v)(p, bytesize, Flags);
-	if (rc == CUDA_SUCCESS)
-		remember((uintptr_t)p, bytesize, TAG_ANY);
-	return rc;
-}
-
-CUresult cg_on_cuMemHostUnregister(const struct cg_variant *v, void *p)
-{
-	forget((uintptr_t)p);
-	return CG_REAL(cuMemHostUnregister, v)(p);
-}
+CG_BEFORE(cuMemFree, forget(dptr))
+CG_BEFORE(cuMemFreeAsync, forget(dptr))
+CG_BEFORE(cuMemFreeHost, forget((uintptr_t)p))
+CG_BEFORE(cuMemHostUnregister, forget((uintptr_t)p))
 
 /* Virtual memory management (PyTorch's expandable segments): a physical
  * handle has a device; mapping it gives an address range that device. */
-CUresult cg_on_cuMemCreate(const struct cg_variant *v, CUmemGenericAllocationHandle *handle,
-			   size_t size, const CUmemAllocationProp *prop, unsigned long long flags)
+static void created(const CUmemGenericAllocationHandle *handle, const CUmemAllocationProp *prop)
 {
-	CUresult rc = CG_REAL(cuMemCreate, v)(handle, size, prop, flags);
-	if (rc == CUDA_SUCCESS && handle && prop && *handle) {
-		int tag = prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE &&
-				  prop->location.id >= 0 && prop->location.id < TAG_ANY - 1
-			  ? prop->location.id + 1
-			  : TAG_ANY;
-		cg_table_put(&handles, (uintptr_t)*handle, (void *)(uintptr_t)tag);
-	}
-	return rc;
+	if (!handle || !prop || !*handle)
+		return;
+	int tag = prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE && prop->location.id >= 0 &&
+			  prop->location.id < TAG_ANY - 1
+		  ? prop->location.id + 1
+		  : TAG_ANY;
+	cg_table_put(&handles, (uintptr_t)*handle, (void *)(uintptr_t)tag);
 }
 
-CUresult cg_on_cuMemRelease(const struct cg_variant *v, CUmemGenericAllocationHandle handle)
+/* An imported handle is unknown here; the fallback learns its range. */
+static void mapped(CUdeviceptr ptr, size_t size, CUmemGenericAllocationHandle handle)
 {
-	cg_table_del(&handles, (uintptr_t)handle);
-	return CG_REAL(cuMemRelease, v)(handle);
-}
-
-CUresult cg_on_cuMemMap(const struct cg_variant *v, CUdeviceptr ptr, size_t size, size_t offset,
-			CUmemGenericAllocationHandle handle, unsigned long long flags)
-{
-	CUresult rc = CG_REAL(cuMemMap, v)(ptr, size, offset, handle, flags);
 	uintptr_t tag = (uintptr_t)cg_table_get(&handles, (uintptr_t)handle);
-	/* An imported handle is unknown here; the fallback learns it. */
-	if (rc == CUDA_SUCCESS && tag)
+	if (tag)
 		mark(ptr, size, (int)tag);
-	return rc;
 }
 
-CUresult cg_on_cuMemUnmap(const struct cg_variant *v, CUdeviceptr ptr, size_t size)
-{
-	unmark(ptr, size);
-	return CG_REAL(cuMemUnmap, v)(ptr, size);
-}
-
-CUresult cg_on_cuMemAddressFree(const struct cg_variant *v, CUdeviceptr ptr, size_t size)
+static void address_freed(CUdeviceptr ptr, size_t size)
 {
 	pthread_mutex_lock(&lock);
 	for (uintptr_t g = ptr >> SHIFT; size && g <= (ptr + size - 1) >> SHIFT; g++)
 		cg_table_del(&granules, g);
 	pthread_mutex_unlock(&lock);
-	return CG_REAL(cuMemAddressFree, v)(ptr, size);
 }
+
+CG_AFTER(cuMemCreate, created(handle, prop))
+CG_BEFORE(cuMemRelease, cg_table_del(&handles, (uintptr_t)handle))
+CG_AFTER(cuMemMap, mapped(ptr, size, handle))
+CG_BEFORE(cuMemUnmap, unmark(ptr, size))
+CG_BEFORE(cuMemAddressFree, address_freed(ptr, size))

@@ -214,16 +214,16 @@ const struct cg_fn *cg_fn_get(uintptr_t handle)
 
 const struct cg_fn *cg_fn_seen(uintptr_t handle, CUstream stream)
 {
-	const char *name = NULL;
 	if (cg_capturing(stream))
 		return NULL;            /* registered at a launch outside capture */
+	/* Not a CUfunction: a CUkernel cast to one (cudart's lazy loading
+	 * hands those out), or a handle the driver will not name — recorded
+	 * nameless all the same, so that its next launch is one lookup
+	 * instead of two failing queries. */
+	const char *name = NULL;
 	unsigned flags = 0;
 	if (!cg_call.cuFuncGetName ||
 	    cg_call.cuFuncGetName(&name, (CUfunction)handle) != CUDA_SUCCESS) {
-		/* Not a CUfunction: a CUkernel cast to one (cudart's lazy
-		 * loading hands those out), or a handle the driver will not
-		 * name — recorded nameless all the same, so that the next
-		 * launch of it is one lookup instead of two failing queries. */
 		name = NULL;
 		if (cg_call.cuKernelGetName &&
 		    cg_call.cuKernelGetName(&name, (CUkernel)handle) == CUDA_SUCCESS)

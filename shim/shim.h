@@ -58,6 +58,35 @@ extern struct cg_variant cg_variants[CG_NVARIANTS];
 /* Call the real variant behind v. */
 #define CG_REAL(fam, v) ((cg_pfn_##fam)(v)->real)
 
+/* The shapes most handlers take, written once; the parameters are in scope
+ * under their names in hooks.def, and v is the variant.
+ *   CG_AFTER(fam, then)    the real call; `then` when it succeeded (records)
+ *   CG_BEFORE(fam, first)  `first`, then the real call (unpublish before a
+ *                          free: the driver may hand the handle out again)
+ *   CG_CHECKED(fam, check) `check`; its error code, or the real call */
+#define CG_HANDLER(fam) CUresult cg_on_##fam(const struct cg_variant *v, CG_UNPAREN(P_##fam))
+#define CG_AFTER(fam, then)                                                  \
+	CG_HANDLER(fam)                                                      \
+	{                                                                    \
+		CUresult rc_ = CG_REAL(fam, v)(CG_UNPAREN(A_##fam));          \
+		if (rc_ == CUDA_SUCCESS) {                                   \
+			then;                                                \
+		}                                                            \
+		return rc_;                                                  \
+	}
+#define CG_BEFORE(fam, first)                                                \
+	CG_HANDLER(fam)                                                      \
+	{                                                                    \
+		first;                                                       \
+		return CG_REAL(fam, v)(CG_UNPAREN(A_##fam));                  \
+	}
+#define CG_CHECKED(fam, check)                                               \
+	CG_HANDLER(fam)                                                      \
+	{                                                                    \
+		CUresult rc_ = (check);                                      \
+		return rc_ != CUDA_SUCCESS ? rc_ : CG_REAL(fam, v)(CG_UNPAREN(A_##fam)); \
+	}
+
 /* The hook that stands for real function p, or NULL: the identity map that
  * dlsym and cuGetProcAddress use. */
 void *cg_hook_for_real(const void *p);
@@ -161,10 +190,10 @@ CUcontext cg_current_ctx(void);
 /* The context a launch on stream s runs in (current for NULL/legacy/ptds). */
 CUcontext cg_launch_ctx(CUstream s);
 int cg_ctx_device(CUcontext ctx);            /* -1 if unknown; cached */
-/* Whether s (or the current thread) is capturing a graph: then only the
- * launch path's cached answers are used, since a query the driver deems
- * unsafe during capture (one that lazily loads a module, say) would
- * invalidate the capture. */
+/* Whether s is capturing a graph (or cannot be asked): then the slow paths
+ * (naming a new function, its layout, an unknown address) wait for a
+ * launch outside the capture, so ctxguard adds no driver call that a
+ * global-mode capture could refuse. */
 int cg_capturing(CUstream s);
 void cg_ctx_forget(CUcontext ctx);
 void cg_context_reset(void);

@@ -160,10 +160,10 @@ void cg_tmap_describe(const struct cg_tmap *t, char *buf, size_t n)
 		snprintf(buf + o, n - o, "]");
 }
 
-static void record(CUresult rc, const CUtensorMap *map, CUtensorMapDataType type,
-		   cuuint32_t rank, void *addr, const cuuint64_t *dims, const cuuint32_t *box)
+static void record(const CUtensorMap *map, CUtensorMapDataType type, cuuint32_t rank, void *addr,
+		   const cuuint64_t *dims, const cuuint32_t *box)
 {
-	if (rc != CUDA_SUCCESS || !map)
+	if (!map)
 		return;
 	struct cg_tmap t = {.addr = (uintptr_t)addr, .dtype = (int)type, .rank = (int)rank};
 	for (cuuint32_t i = 0; i < rank && i < 5; i++) {
@@ -175,64 +175,12 @@ static void record(CUresult rc, const CUtensorMap *map, CUtensorMapDataType type
 	put(map, &t);
 }
 
-CUresult cg_on_cuTensorMapEncodeTiled(const struct cg_variant *v, CUtensorMap *tensorMap,
-				      CUtensorMapDataType tensorDataType, cuuint32_t tensorRank,
-				      void *globalAddress, const cuuint64_t *globalDim,
-				      const cuuint64_t *globalStrides, const cuuint32_t *boxDim,
-				      const cuuint32_t *elementStrides,
-				      CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle,
-				      CUtensorMapL2promotion l2Promotion,
-				      CUtensorMapFloatOOBfill oobFill)
-{
-	CUresult rc = CG_REAL(cuTensorMapEncodeTiled, v)(tensorMap, tensorDataType, tensorRank,
-							 globalAddress, globalDim, globalStrides,
-							 boxDim, elementStrides, interleave,
-							 swizzle, l2Promotion, oobFill);
-	record(rc, tensorMap, tensorDataType, tensorRank, globalAddress, globalDim, boxDim);
-	return rc;
-}
-
-CUresult cg_on_cuTensorMapEncodeIm2col(const struct cg_variant *v, CUtensorMap *tensorMap,
-				       CUtensorMapDataType tensorDataType, cuuint32_t tensorRank,
-				       void *globalAddress, const cuuint64_t *globalDim,
-				       const cuuint64_t *globalStrides,
-				       const int *pixelBoxLowerCorner,
-				       const int *pixelBoxUpperCorner, cuuint32_t channelsPerPixel,
-				       cuuint32_t pixelsPerColumn, const cuuint32_t *elementStrides,
-				       CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle,
-				       CUtensorMapL2promotion l2Promotion,
-				       CUtensorMapFloatOOBfill oobFill)
-{
-	CUresult rc = CG_REAL(cuTensorMapEncodeIm2col, v)(
-		tensorMap, tensorDataType, tensorRank, globalAddress, globalDim, globalStrides,
-		pixelBoxLowerCorner, pixelBoxUpperCorner, channelsPerPixel, pixelsPerColumn,
-		elementStrides, interleave, swizzle, l2Promotion, oobFill);
-	record(rc, tensorMap, tensorDataType, tensorRank, globalAddress, globalDim, NULL);
-	return rc;
-}
-
-CUresult cg_on_cuTensorMapEncodeIm2colWide(const struct cg_variant *v, CUtensorMap *tensorMap,
-					   CUtensorMapDataType tensorDataType,
-					   cuuint32_t tensorRank, void *globalAddress,
-					   const cuuint64_t *globalDim,
-					   const cuuint64_t *globalStrides,
-					   int pixelBoxLowerCornerWidth,
-					   int pixelBoxUpperCornerWidth,
-					   cuuint32_t channelsPerPixel, cuuint32_t pixelsPerColumn,
-					   const cuuint32_t *elementStrides,
-					   CUtensorMapInterleave interleave,
-					   CUtensorMapIm2ColWideMode mode,
-					   CUtensorMapSwizzle swizzle,
-					   CUtensorMapL2promotion l2Promotion,
-					   CUtensorMapFloatOOBfill oobFill)
-{
-	CUresult rc = CG_REAL(cuTensorMapEncodeIm2colWide, v)(
-		tensorMap, tensorDataType, tensorRank, globalAddress, globalDim, globalStrides,
-		pixelBoxLowerCornerWidth, pixelBoxUpperCornerWidth, channelsPerPixel,
-		pixelsPerColumn, elementStrides, interleave, mode, swizzle, l2Promotion, oobFill);
-	record(rc, tensorMap, tensorDataType, tensorRank, globalAddress, globalDim, NULL);
-	return rc;
-}
+CG_AFTER(cuTensorMapEncodeTiled,
+	 record(tensorMap, tensorDataType, tensorRank, globalAddress, globalDim, boxDim))
+CG_AFTER(cuTensorMapEncodeIm2col,
+	 record(tensorMap, tensorDataType, tensorRank, globalAddress, globalDim, NULL))
+CG_AFTER(cuTensorMapEncodeIm2colWide,
+	 record(tensorMap, tensorDataType, tensorRank, globalAddress, globalDim, NULL))
 
 /* Same tensor, new address: the new descriptor inherits the shape. */
 CUresult cg_on_cuTensorMapReplaceAddress(const struct cg_variant *v, CUtensorMap *tensorMap,
