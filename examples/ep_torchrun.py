@@ -36,6 +36,7 @@ os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+from checks import Checks  # noqa: E402
 
 EXPERTS, HIDDEN, INTER, TOKENS, TOPK = 16, 256, 512, 512, 2
 OUT_TOL, GRAD_TOL = 3e-2, 5e-2
@@ -137,16 +138,6 @@ def reference(w_gate_up, w_down, tokens):
     return outs, wg.grad, wd.grad
 
 
-FAILURES = []
-
-
-def check(rank, name, got, ref, tol):
-    err = ((got.float() - ref.float()).norm() / ref.float().norm().clamp_min(1e-30)).item()
-    ok = err <= tol
-    print(f"ep_torchrun: rank {rank}: {name}: {'ok' if ok else 'FAIL'} (rel error {err:.2e}, "
-          f"tolerance {tol:.0e})", flush=True)
-    if not ok:
-        FAILURES.append(name)
 
 
 def main():
@@ -161,11 +152,12 @@ def main():
     dist.init_process_group("nccl", device_id=dev, timeout=datetime.timedelta(seconds=120))
     rank = dist.get_rank()
     print(f"ep_torchrun: rank {rank}: pid {os.getpid()} on {dev}", flush=True)
+    checks = Checks(f"ep_torchrun: rank {rank}")
 
     t = torch.full((1 << 20,), float(rank + 1), device=dev)
     dist.all_reduce(t)
     want = WORLD * (WORLD + 1) / 2
-    check(rank, "all_reduce sum", t, torch.full_like(t, want), 0)
+    checks.rel("all_reduce sum", t, torch.full_like(t, want), 0)
 
     w_gate_up, w_down, tokens = make_problem(dev)
     per_rank = EXPERTS // WORLD
@@ -176,16 +168,16 @@ def main():
     out = ep_moe(x, ids, w, wg, wd, rank)
     out.square().mean().backward()
     ref_outs, ref_wg, ref_wd = reference(w_gate_up, w_down, tokens)
-    check(rank, "EP MoE output", out, ref_outs[rank], OUT_TOL)
-    check(rank, f"gate_up gradient of experts {mine.start}-{mine.stop - 1}", wg.grad, ref_wg[mine], GRAD_TOL)
-    check(rank, f"down gradient of experts {mine.start}-{mine.stop - 1}", wd.grad, ref_wd[mine], GRAD_TOL)
+    checks.rel("EP MoE output", out, ref_outs[rank], OUT_TOL)
+    checks.rel(f"gate_up gradient of experts {mine.start}-{mine.stop - 1}", wg.grad, ref_wg[mine], GRAD_TOL)
+    checks.rel(f"down gradient of experts {mine.start}-{mine.stop - 1}", wd.grad, ref_wd[mine], GRAD_TOL)
 
-    failed = torch.tensor([len(FAILURES)], device=dev)
+    failed = torch.tensor([len(checks.failures)], device=dev)
     dist.all_reduce(failed)
     torch.cuda.synchronize(dev)
     dist.destroy_process_group()
     if failed.item():
-        print(f"ep_torchrun: rank {rank}: {len(FAILURES)} local, {failed.item()} total check(s) failed", flush=True)
+        print(f"ep_torchrun: rank {rank}: {len(checks.failures)} local, {failed.item()} total check(s) failed", flush=True)
         return 1
     if rank == 0:
         print("ep_torchrun: ok", flush=True)

@@ -28,6 +28,7 @@ import sys
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
+from checks import Checks  # noqa: E402
 
 BATCH, SEQ = 4, 256
 LOSS_TOL, GRAD_TOL = 1e-3, 5e-2
@@ -95,13 +96,8 @@ def count_grouped_mm():
     return calls
 
 
-FAILURES = []
-
-
-def check(name, ok, detail):
-    print(f"moe_device_map: {name}: {'ok' if ok else 'FAIL'} ({detail})")
-    if not ok:
-        FAILURES.append(name)
+CHECKS = Checks("moe_device_map")
+check = CHECKS.flag
 
 
 def train_step(model, ids):
@@ -159,11 +155,7 @@ def main():
     check("gradient norms match single device", worst[0] <= GRAD_TOL,
           f"worst relative difference {worst[0]:.2e} ({worst[1]})")
 
-    if FAILURES:
-        print(f"moe_device_map: {len(FAILURES)} check(s) failed: {', '.join(FAILURES)}")
-        return 1
-    print("moe_device_map: ok")
-    return 0
+    return CHECKS.verdict()
 
 
 if __name__ == "__main__":

@@ -23,16 +23,10 @@ import sys
 import torch
 import torch.nn.functional as F
 
-FAILURES = []
+from checks import Checks
 
-
-def check(name, got, ref, tol):
-    got, ref = got.detach().float().cpu(), ref.detach().float().cpu()
-    err = ((got - ref).norm() / ref.norm().clamp_min(1e-30)).item()
-    ok = err <= tol
-    print(f"torch_compile_graph: {name}: {'ok' if ok else 'FAIL'} (rel error {err:.2e}, tolerance {tol:.0e})")
-    if not ok:
-        FAILURES.append(name)
+CHECKS = Checks("torch_compile_graph")
+check = CHECKS.rel
 
 
 class Block(torch.nn.Module):
@@ -143,11 +137,7 @@ def main():
     for dev in devices:
         torch.cuda.synchronize(dev)
 
-    if FAILURES:
-        print(f"torch_compile_graph: {len(FAILURES)} check(s) failed: {', '.join(FAILURES)}")
-        return 1
-    print("torch_compile_graph: ok")
-    return 0
+    return CHECKS.verdict()
 
 
 if __name__ == "__main__":

@@ -22,6 +22,8 @@ import torch
 import triton
 import triton.language as tl
 
+from checks import Checks
+
 
 @triton.jit
 def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
@@ -30,20 +32,8 @@ def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
     tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask), mask=mask)
 
 
-FAILURES = []
-
-
-def rel_err(got, ref):
-    got, ref = got.detach().float().cpu(), ref.detach().float().cpu()
-    return ((got - ref).norm() / ref.norm().clamp_min(1e-30)).item()
-
-
-def check(name, got, ref, tol):
-    err = rel_err(got, ref)
-    ok = err <= tol
-    print(f"torch_two_gpu: {name}: {'ok' if ok else 'FAIL'} (rel error {err:.2e}, tolerance {tol:.0e})")
-    if not ok:
-        FAILURES.append(name)
+CHECKS = Checks("torch_two_gpu")
+check = CHECKS.rel
 
 
 def matmuls(devices):
@@ -138,11 +128,7 @@ def main():
     torch.cuda.synchronize(d0)
     torch.cuda.synchronize(d1)
 
-    if FAILURES:
-        print(f"torch_two_gpu: {len(FAILURES)} check(s) failed: {', '.join(FAILURES)}")
-        return 1
-    print("torch_two_gpu: ok")
-    return 0
+    return CHECKS.verdict()
 
 
 if __name__ == "__main__":

@@ -24,6 +24,8 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
+from checks import Checks
+
 
 @triton.jit
 def axpb_kernel(x_ptr, y_ptr, out_ptr, a, n, BLOCK: tl.constexpr):
@@ -48,16 +50,8 @@ def tma_matmul_kernel(a_desc, b_desc, c_desc, K, BLOCK_M: tl.constexpr, BLOCK_N:
     c_desc.store([off_m, off_n], acc.to(tl.bfloat16))
 
 
-FAILURES = []
-
-
-def check(name, got, ref, tol):
-    got, ref = got.detach().float().cpu(), ref.detach().float().cpu()
-    err = ((got - ref).norm() / ref.norm().clamp_min(1e-30)).item()
-    ok = err <= tol
-    print(f"triton_two_gpu: {name}: {'ok' if ok else 'FAIL'} (rel error {err:.2e}, tolerance {tol:.0e})")
-    if not ok:
-        FAILURES.append(name)
+CHECKS = Checks("triton_two_gpu")
+check = CHECKS.rel
 
 
 def elementwise(dev):
@@ -100,11 +94,7 @@ def main():
     for dev in devices:
         torch.cuda.synchronize(dev)
 
-    if FAILURES:
-        print(f"triton_two_gpu: {len(FAILURES)} check(s) failed: {', '.join(FAILURES)}")
-        return 1
-    print("triton_two_gpu: ok")
-    return 0
+    return CHECKS.verdict()
 
 
 if __name__ == "__main__":
