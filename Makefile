@@ -47,7 +47,7 @@ $(BUILD)/libpolicy.a: $(POLICY_OBJ)
 
 # Hidden by default; the hooks and the C API are marked CG_EXPORT.
 $(LIB): $(SHIM_OBJ) $(POLICY_OBJ) $(KERNEL_OBJ)
-	$(CC) $(OPT) -shared -Wl,-soname,libctxguard.so -Wl,--no-undefined \
+	$(CC) -shared -Wl,-soname,libctxguard.so -Wl,--no-undefined \
 	    -o $@ $^ $(LDFLAGS_SAN) -ldl -lpthread
 
 $(CMD): shim/cli.c $(BUILD)/libpolicy.a
