@@ -11,17 +11,24 @@ command -v valgrind >/dev/null || { echo "hotpath: valgrind is not installed (ap
 export LD_LIBRARY_PATH="$BUILD/fake${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" CTXGUARD_QUIET=1 CTXGUARD_POLICY=none
 unset CTXGUARD_MODE CTXGUARD_SCOPE CTXGUARD_OPERANDS CTXGUARD_LOG
 LO=2000 HI=22000
-irs() {   # side kind n -> total instructions
-	local pre=()
-	[[ $1 == shim ]] && pre=(env LD_PRELOAD="$LIB")
+irs() {   # side kind n [VAR=VALUE] -> total instructions
+	local pre=(env ${4:+"$4"})
+	[[ $1 == shim ]] && pre+=(LD_PRELOAD="$LIB")
 	"${pre[@]}" valgrind --tool=callgrind --callgrind-out-file=/dev/null "$BUILD/bench/hotpath" "$2" "$3" 2>&1 |
 		sed -n 's/.*Collected : \([0-9]*\).*/\1/p'
 }
-printf '%-7s %16s %16s %12s\n' kernel "plain instr/launch" "shim instr/launch" "added"
-for kind in plain expert; do
+# Rows: the kernel kind, and how the fake lays out its tensor maps: opaque
+# (ctxguard hashes each descriptor to find its address) or with the address
+# in word 0 (ctxguard learns that from the encodes and reads it).
+printf '%-26s %18s %18s %8s\n' kernel "plain instr/launch" "shim instr/launch" added
+for row in "plain||" "expert|opaque tensor maps|" \
+	   "expert|address in word 0|FAKE_CUDA_TMAP_ADDRESS_WORD=0"; do
+	IFS='|' read -r kind label var <<<"$row"
+	declare -A slope=()
 	for side in plain shim; do
-		a=$(irs $side $kind $LO) b=$(irs $side $kind $HI)
-		eval "${side}_slope=$(( (b - a) / (HI - LO) ))"
+		a=$(irs $side "$kind" $LO "$var") b=$(irs $side "$kind" $HI "$var")
+		slope[$side]=$(( (b - a) / (HI - LO) ))
 	done
-	printf '%-7s %16d %16d %12d\n' "$kind" "$plain_slope" "$shim_slope" $(( shim_slope - plain_slope ))
+	printf '%-26s %18d %18d %8d\n' "$kind${label:+, $label}" "${slope[plain]}" "${slope[shim]}" \
+		$(( slope[shim] - slope[plain] ))
 done

@@ -9,7 +9,7 @@ random tokens; each forward is timed with CUDA events on cuda:0, where
 accelerate returns the logits -- their copy from cuda:1 waits for cuda:1's
 work, so the end event closes the whole forward.
 
-usage: moe_forward.py [ITERS]     (default 30 timed forwards after 5 warm-up)
+usage: moe_forward.py [ITERS]     (default 30 timed forwards after 10 warm-up)
 Prints one line
   moe_forward: median M ms/forward (min A, max B; ITERS forwards after W warm-up)
 and exits 0; 77 when fewer than two CUDA devices are visible or torch,
@@ -31,7 +31,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "examples"))
 from moe_device_map import BATCH, SEQ, build_model, make_config  # noqa: E402
 
-WARMUP = 5
+WARMUP = 10
 
 
 def main():

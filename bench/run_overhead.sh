@@ -5,7 +5,9 @@
 # LD_PRELOAD=libctxguard.so, CTXGUARD_QUIET=1, the built-in default policy
 # (CTXGUARD_POLICY=none, so no /etc file skews it; scope experts, operands
 # on).  Each run reports its own median; a row compares the medians of the
-# PAIRS plain and PAIRS shim medians against the target ratio:
+# PAIRS plain and PAIRS shim medians against the target ratio, and also
+# gives the median of the PAIRS ratios of each run to the plain run just
+# before it (less sensitive to a machine that drifts during the benchmark):
 #   driver   cuLaunchKernel, empty kernel (not an expert)       <= 1.01
 #   runtime  cudaLaunchKernel (static cudart), same kernel      <= 1.01
 #   expert   cuLaunchKernelEx, DeepGEMM-shaped kernel, every
@@ -79,26 +81,30 @@ for row in "${ROWS[@]}"; do
 		(( status == 0 )) && { measure shim "$env" "${argv[@]}" || status=$?; }
 	done
 	if (( status == 77 )); then
-		table+=("$name|-|-|-|$target|skip ($(tail -n 1 "$TMP/run.out"))")
+		table+=("$name|-|-|-|-|$target|skip ($(tail -n 1 "$TMP/run.out"))")
 		continue
 	fi
 	if (( status != 0 )); then
-		table+=("$name|-|-|-|$target|FAIL (run failed)")
+		table+=("$name|-|-|-|-|$target|FAIL (run failed)")
 		failed=1
 		continue
 	fi
 	plain=$(median <"$TMP/plain")
 	shim=$(median <"$TMP/shim")
 	ratio=$(awk -v s="$shim" -v p="$plain" 'BEGIN { printf "%.4f", s / p }')
+	paired=$(paste "$TMP/plain" "$TMP/shim" | awk '{ print $2 / $1 }' | median)
 	verdict=$(awk -v r="$ratio" -v t="$target" 'BEGIN { print (r <= t ? "pass" : "FAIL") }')
 	[[ $verdict == pass ]] || failed=1
-	table+=("$name|$plain $unit|$shim $unit|$ratio|$target|$verdict")
+	table+=("$name|$plain $unit|$shim $unit|$ratio|$paired|$target|$verdict")
 done
 
 echo
-printf '%-8s | %-18s | %-18s | %-7s | %-6s | %s\n' mode "plain median" "shim median" ratio target result
+row_format='%-8s | %-18s | %-18s | %-7s | %-12s | %-6s | %s\n'
+# shellcheck disable=SC2059
+printf "$row_format" mode "plain median" "shim median" ratio "pair median" target result
 for row in "${table[@]}"; do
-	IFS='|' read -r name plain shim ratio target verdict <<<"$row"
-	printf '%-8s | %-18s | %-18s | %-7s | %-6s | %s\n' "$name" "$plain" "$shim" "$ratio" "$target" "$verdict"
+	IFS='|' read -r name plain shim ratio paired target verdict <<<"$row"
+	# shellcheck disable=SC2059
+	printf "$row_format" "$name" "$plain" "$shim" "$ratio" "$paired" "$target" "$verdict"
 done
 exit "$failed"

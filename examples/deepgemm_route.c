@@ -11,7 +11,8 @@
  * failure that made transformers disable DeepGEMM on multi-GPU models can be
  * reproduced -- and ctxguard tested -- without Python or DeepGEMM.
  *
- * usage: deepgemm_route same|cross|silent [CUBIN]   (default build/gpu/deepgemm_abi.cubin)
+ * usage: deepgemm_route same|cross|silent|silent_tmap [CUBIN]
+ *        (default CUBIN: build/gpu/deepgemm_abi.cubin)
  *   every mode first runs the GEMM on device 0 (DeepGEMM's first call, which
  *   fills its kernel cache) and checks it against a CPU reference; then
  *   same    stops there;
@@ -23,6 +24,8 @@
  *           kernel on device 1's stream is still rewriting A: the GEMM runs on
  *           GPU 0, unordered with GPU 1, and D is checked against the
  *           reference computed from the final A.
+ *   silent_tmap  the same with grouped_layout on device 0: only the TMA
+ *           descriptors point at the other GPU.
  *
  * exit codes:
  *   0  correct result (same; cross/silent when the result happens to match)
@@ -44,7 +47,7 @@
 #include <string.h>
 
 enum exit_code { EXIT_OK, EXIT_SETUP, EXIT_WRONG, EXIT_DRIVER, EXIT_CORRUPT, EXIT_UNAVAILABLE };
-enum mode { MODE_SAME, MODE_CROSS, MODE_SILENT };
+enum mode { MODE_SAME, MODE_CROSS, MODE_SILENT, MODE_SILENT_TMAP };
 
 /* Problem size: G experts, rows padded to 128 per expert (M = 512). */
 enum { G = 4, ROW_ALIGN = 128, N = 256, K = 512 };
@@ -388,7 +391,7 @@ static int run_cross(CUfunction gemm, CUcontext ctx[2], struct problem *p)
 /* Device 0 stays current, the tensors live on device 1 and are still being
  * produced there: GPU 0 reads A before device 1's stream rewrites it. */
 static int run_silent(CUfunction gemm, CUfunction producer, CUcontext ctx[2], CUdevice dev[2],
-		      struct problem *p)
+		      struct problem *p, CUdeviceptr layout0)
 {
 	struct operands t;
 	CUstream stream1;
@@ -407,13 +410,17 @@ static int run_silent(CUfunction gemm, CUfunction producer, CUcontext ctx[2], CU
 
 	CHECK(drv.cuCtxSetCurrent(ctx[1]));
 	upload(&t, p);
+	if (layout0)
+		t.layout = layout0;   /* the same routing, kept on device 0 */
 	CHECK(drv.cuStreamCreate(&stream1, CU_STREAM_NON_BLOCKING));
 	launch_producer(producer, t.a, (uint64_t)p->m * K, stream1);
 	printf("deepgemm_route: producer on device 1 rewrites A after %.0f ms\n",
 	       (double)producer_spin_ns / 1e6);
 
 	CHECK(drv.cuCtxSetCurrent(ctx[0]));
-	launch_gemm(gemm, &t, p->m, NULL, "device 0 function and stream, tensors on device 1");
+	launch_gemm(gemm, &t, p->m, NULL,
+		    layout0 ? "device 0 function and stream, tensors on device 1, grouped_layout on device 0"
+			    : "device 0 function and stream, tensors on device 1");
 	CHECK_GEMM(drv.cuCtxSynchronize());
 	CHECK(drv.cuCtxSetCurrent(ctx[1]));
 	CHECK(drv.cuStreamSynchronize(stream1));
@@ -431,7 +438,7 @@ static int run_silent(CUfunction gemm, CUfunction producer, CUcontext ctx[2], CU
 int main(int argc, char **argv)
 {
 	static const char *const modes[] = { [MODE_SAME] = "same", [MODE_CROSS] = "cross",
-					     [MODE_SILENT] = "silent" };
+					     [MODE_SILENT] = "silent", [MODE_SILENT_TMAP] = "silent_tmap" };
 	const char *cubin = argc > 2 ? argv[2] : "build/gpu/deepgemm_abi.cubin";
 	int mode = -1, ndev = 0, rc;
 	CUdevice dev[2];
@@ -443,11 +450,11 @@ int main(int argc, char **argv)
 	struct operands t0;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	for (int i = 0; i < 3 && (argc == 2 || argc == 3); i++)
+	for (int i = 0; i < 4 && (argc == 2 || argc == 3); i++)
 		if (strcmp(argv[1], modes[i]) == 0)
 			mode = i;
 	if (mode < 0) {
-		fprintf(stderr, "usage: %s same|cross|silent [CUBIN]\n", argv[0]);
+		fprintf(stderr, "usage: %s same|cross|silent|silent_tmap [CUBIN]\n", argv[0]);
 		return EXIT_SETUP;
 	}
 
@@ -478,11 +485,11 @@ int main(int argc, char **argv)
 
 	if (rc == EXIT_OK && mode == MODE_CROSS)
 		rc = run_cross(gemm, ctx, &p);
-	if (rc == EXIT_OK && mode == MODE_SILENT) {
+	if (rc == EXIT_OK && (mode == MODE_SILENT || mode == MODE_SILENT_TMAP)) {
 		CHECK(drv.cuCtxSetCurrent(ctx[1]));
 		find_kernel(&producer_kernel, lib, producer_name, sizeof producer_name);
 		CHECK(drv.cuKernelGetFunction(&producer, producer_kernel));
-		rc = run_silent(gemm, producer, ctx, dev, &p);
+		rc = run_silent(gemm, producer, ctx, dev, &p, mode == MODE_SILENT_TMAP ? t0.layout : 0);
 	}
 	free_problem(&p);
 	return rc;

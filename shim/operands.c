@@ -61,14 +61,18 @@ CUresult cg_check_operands(const char *api, const struct cg_fn *fn, CUcontext ct
 		if (!cg_tmap_address(bytes, &a))
 			continue;
 		int d = cg_mem_device(a, stream);
+		if (d < 0 || d == dev)
+			continue;
+		/* Off the fast path: only a descriptor ctxguard saw encoded, with
+		 * that address, is a crossing; its record gives the shape. */
 		struct cg_tmap t;
-		if (d >= 0 && d != dev && cg_tmap_find(bytes, &t)) {
-			char shape[256];
-			cg_tmap_describe(&t, shape, sizeof shape);
-			CUresult rc = crossing(api, fn, ctx, dev, stream, l->p[p].index, a, d, shape);
-			if (rc != CUDA_SUCCESS)
-				return rc;
-		}
+		if (!cg_tmap_find(bytes, &t) || t.addr != a)
+			continue;
+		char shape[256];
+		cg_tmap_describe(&t, shape, sizeof shape);
+		CUresult rc = crossing(api, fn, ctx, dev, stream, l->p[p].index, a, d, shape);
+		if (rc != CUDA_SUCCESS)
+			return rc;
 	}
 	return CUDA_SUCCESS;
 }

@@ -207,9 +207,10 @@ void cg_report_summary(void)
 	cg_log_event("summary",
 		     "\"modules\":%zu,\"functions\":%zu,\"experts\":%zu,\"launches\":%lu,"
 		     "\"crossings\":{\"abort\":%lu,\"error\":%lu,\"warn\":%lu,\"off\":%lu},"
-		     "\"hooked_by_dlsym\":%lu,\"hooked_by_getprocaddress\":%lu,\"calls\":{%s}",
+		     "\"hooked_by_dlsym\":%lu,\"hooked_by_getprocaddress\":%lu,"
+		     "\"tensor_map_address_word\":%d,\"calls\":{%s}",
 		     mods, fns, experts, launches, a, e, w, o, total(CG_C_HOOKED_DLSYM),
-		     total(CG_C_HOOKED_PROCADDR), calls);
+		     total(CG_C_HOOKED_PROCADDR), cg_tmap_address_word(), calls);
 	if (!cg_policy->quiet)
 		cg_stderr("ctxguard: pid %ld: %zu modules, %zu functions tracked (%zu expert), "
 			  "%lu launches checked, %lu crossings (abort %lu, error %lu, warn %lu, "

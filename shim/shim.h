@@ -215,8 +215,14 @@ struct cg_tmap {
 /* The tensor map whose 128 descriptor bytes are desc, if ctxguard saw it
  * encoded (bounded: the oldest are forgotten). */
 int cg_tmap_find(const void *desc, struct cg_tmap *out);
-/* The same, for the launch path: only the global address. */
+/* The launch path's question: desc's global address, read where the
+ * encodes showed the descriptor keeps it (else looked up).  Unconfirmed:
+ * bytes never encoded give a meaningless value, so a finding is confirmed
+ * with cg_tmap_find before it is reported. */
 int cg_tmap_address(const void *desc, uintptr_t *addr);
+/* Which 8-byte word of a descriptor holds its address; -1: the encodes
+ * disagreed (the launch path hashes instead); -2: nothing encoded yet. */
+int cg_tmap_address_word(void);
 void cg_tmap_describe(const struct cg_tmap *t, char *buf, size_t n);
 
 enum { CG_P_PTR = 1, CG_P_TMAP = 2 };

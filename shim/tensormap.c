@@ -41,10 +41,10 @@ static void init_locks(void)
  * what identifies a descriptor on lookup: two different descriptors of one
  * process sharing it is a 2^-64 event, cheaper to accept than a 128-byte
  * compare on every launch. */
-static uint64_t word(const unsigned char *p, int i)
+static uint64_t word(const void *p, int i)
 {
 	uint64_t w;
-	memcpy(&w, p + 8 * i, 8);
+	memcpy(&w, (const unsigned char *)p + 8 * i, 8);
 	return w;
 }
 
@@ -64,12 +64,40 @@ static uint64_t hash_desc(const void *desc)
 	return h | 1;
 }
 
+/* Where a descriptor keeps its global address, learned from the encodes:
+ * bit i stays set while word i has equalled globalAddress in every
+ * descriptor encoded so far.  The format is undocumented, so it is trusted
+ * only as far as it was seen: one encode that disagrees clears the mask for
+ * good and the launch path goes back to the hash lookup.  An address read
+ * this way that points at another device is confirmed by cg_tmap_find
+ * before it is reported (operands.c), so 128 bytes that were never encoded
+ * (a struct taken for a tensor map) never stand for an address. */
+enum { NONE_YET = 1u << DWORDS };  /* no encode seen: the mask means nothing */
+static _Atomic uint32_t addr_words = NONE_YET | (NONE_YET - 1);
+
+static void learn(const void *desc, uintptr_t addr)
+{
+	uint32_t seen = 0;
+	for (int i = 0; i < DWORDS; i++)
+		if (word(desc, i) == addr)
+			seen |= 1u << i;
+	if (~seen & atomic_load_explicit(&addr_words, memory_order_relaxed))
+		atomic_fetch_and_explicit(&addr_words, seen, memory_order_relaxed);
+}
+
+int cg_tmap_address_word(void)
+{
+	uint32_t m = atomic_load_explicit(&addr_words, memory_order_relaxed);
+	return m & NONE_YET ? -2 : m ? __builtin_ctz(m) : -1;
+}
+
 static void put(const void *desc, const struct cg_tmap *info)
 {
 	uint64_t iw[IWORDS] = {0};
 	memcpy(iw, info, sizeof *info);
 	uint64_t h = hash_desc(desc);
 	struct set *s = &sets[h % SETS];
+	learn(desc, info->addr);
 	pthread_once(&once, init_locks);
 	pthread_mutex_lock(&s->lock);
 	struct entry *e = NULL;
@@ -133,6 +161,13 @@ int cg_tmap_find(const void *desc, struct cg_tmap *out)
 
 int cg_tmap_address(const void *desc, uintptr_t *addr)
 {
+	/* Before any encode the low bits are all set: word 0 is read, and no
+	 * record can confirm it. */
+	uint32_t m = atomic_load_explicit(&addr_words, memory_order_relaxed) & (NONE_YET - 1);
+	if (CG_LIKELY(m)) {
+		*addr = (uintptr_t)word(desc, __builtin_ctz(m));
+		return 1;
+	}
 	/* The address is the first word of struct cg_tmap. */
 	uint64_t w;
 	if (!lookup(desc, &w, 1))

@@ -11,6 +11,7 @@
 
 #include "../policy/policy.h"
 #include "suite.h"
+#include "spawn.h"
 #include "fake/fake_api.h"
 
 /* Two pointers, then two tensor maps: DeepGEMM's shape of parameter list. */
@@ -412,6 +413,70 @@ START_TEST(graph_kernel_node_in_its_context)
 }
 END_TEST
 
+/* Hardware may keep a descriptor's address as it is, in some word: the
+ * fake does so in word 3 under this fixture.  ctxguard learns the word from
+ * the encodes and reads it at launch; the same tests must hold. */
+static void address_in_word_3(void)
+{
+	setenv("FAKE_CUDA_TMAP_ADDRESS_WORD", "3", 1);
+}
+
+/* 128 bytes never encoded, with another device's address where the
+ * descriptors keep theirs, are not a tensor map over that memory. */
+START_TEST(bytes_never_encoded_are_not_an_address)
+{
+	setup();
+	CUdeviceptr own = dev_alloc(0), other = dev_alloc(1);
+	CUtensorMap ok = tmap_over(own), forged = ok;
+	memcpy((char *)&forged + 24, &other, 8);
+	ck_assert_int_eq(launch(own, own, &ok, &forged), CUDA_SUCCESS);
+}
+END_TEST
+
+/* One encode that does not keep the address where the others did: the
+ * launch path goes back to looking descriptors up, and misses none. */
+START_TEST(encodes_that_disagree_fall_back_to_lookup)
+{
+	setup();
+	CUdeviceptr own = dev_alloc(0), other = dev_alloc(1);
+	CUtensorMap ok = tmap_over(own), in_word = tmap_over(other);
+	unsetenv("FAKE_CUDA_TMAP_ADDRESS_WORD");
+	CUtensorMap opaque = tmap_over(other + 4096);
+	assert_refused(launch(own, own, &ok, &in_word), "address in word 3");
+	assert_refused(launch(own, own, &opaque, &ok), "opaque");
+	ck_assert_int_eq(launch(own, own, &ok, &ok), CUDA_SUCCESS);
+}
+END_TEST
+
+/* The summary says which way descriptors were read: the learned word,
+ * -1 (looked up) or -2 (none encoded). */
+START_TEST(summary_names_the_address_word)
+{
+	static const char *const formats[] = {"3", NULL, NULL};
+	static const char *const expect[] = {"\"tensor_map_address_word\":3",
+					     "\"tensor_map_address_word\":-1",
+					     "\"tensor_map_address_word\":-2"};
+	char log[128];
+	snprintf(log, sizeof log, "/tmp/ctxguard-check-%d.%%p.jsonl", (int)getpid());
+	setenv("CTXGUARD_LOG", log, 1);
+	if (formats[_i])
+		setenv("FAKE_CUDA_TMAP_ADDRESS_WORD", formats[_i], 1);
+	setup();
+	if (_i < 2)
+		tmap_over(dev_alloc(0));
+	pid_t child = fork();
+	if (child == 0)
+		exit(0);    /* its summary, with what the parent learned */
+	int st;
+	waitpid(child, &st, 0);
+	char path[160];
+	snprintf(path, sizeof path, "/tmp/ctxguard-check-%d.%d.jsonl", (int)getpid(), (int)child);
+	char *text = slurp(path);
+	unlink(path);
+	ck_assert_msg(text && strstr(text, expect[_i]), "%s: %s", expect[_i], text ? text : "(no log)");
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("operands");
@@ -428,6 +493,16 @@ int main(void)
 	tcase_add_test(t, types_from_the_demangled_name);
 	tcase_add_test(t, context_handle_reused_on_another_device);
 	tcase_add_test(t, graph_kernel_node_in_its_context);
+	tcase_add_loop_test(t, summary_names_the_address_word, 0, 3);
 	suite_add_tcase(s, t);
+	TCase *w = tcase_create("address in the descriptor");
+	tcase_set_timeout(w, 60);
+	tcase_add_checked_fixture(w, address_in_word_3, NULL);
+	tcase_add_loop_test(w, every_tensor_map_encoder, 0, 4);
+	tcase_add_loop_test(w, both_parameter_forms, 0, 3);
+	tcase_add_test(w, tensor_map_over_freed_memory);
+	tcase_add_test(w, bytes_never_encoded_are_not_an_address);
+	tcase_add_test(w, encodes_that_disagree_fall_back_to_lookup);
+	suite_add_tcase(s, w);
 	return run_suite(s);
 }

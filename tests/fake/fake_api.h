@@ -23,6 +23,8 @@
  *    them. Device d allocates from 0x7f0000000000 + (d+1) * 0x1000000000.
  *  - The deprecated cuLaunch / cuLaunchGrid* take the block shape and parameters stored by
  *    cuFuncSetBlockShape / cuParamSet* (until then: one thread, parameters all zero).
+ *  - Tensor maps are opaque 128 bytes, unless FAKE_CUDA_TMAP_ADDRESS_WORD=k (0..15) puts the
+ *    global address, as it is, in 8-byte word k (checked at each encode).
  *  - Destroyed or unloaded handles are handed out again, last freed first, by the next
  *    create or load of the same kind.
  *  - Boolean pointer attributes (IS_MANAGED, MAPPED, ...) are written as unsigned int.

@@ -79,6 +79,17 @@ int fake_tensor_map_address(const CUtensorMap *map, CUdeviceptr *addr)
 	return found;
 }
 
+/* FAKE_CUDA_TMAP_ADDRESS_WORD=k (0..15): word k of every descriptor holds the global address
+ * as it is, the rest stays opaque; unset or anything else: fully opaque. Read at each encode,
+ * so one process can try both. */
+static int address_word(void)
+{
+	const char *s = getenv("FAKE_CUDA_TMAP_ADDRESS_WORD");
+	char *end;
+	long k = s ? strtol(s, &end, 10) : -1;
+	return s && end != s && *end == '\0' && k >= 0 && k < NWORDS ? (int)k : -1;
+}
+
 /* Writes the descriptor for (digest, addr) and records it; identical inputs give identical
  * bytes, so repeated encodes (DeepGEMM encodes on every call) reuse one entry. */
 static CUresult emit(CUtensorMap *map, uint64_t digest, CUdeviceptr addr)
@@ -86,6 +97,9 @@ static CUresult emit(CUtensorMap *map, uint64_t digest, CUdeviceptr addr)
 	uint64_t words[NWORDS];
 	for (unsigned i = 0; i < NWORDS; i++)
 		words[i] = mix(digest + i * 0x632be59bd9b4e019ull) ^ mix((addr ^ digest) + i);
+	int k = address_word();
+	if (k >= 0)
+		words[k] = addr;
 	if (!find(words)) {
 		struct tmap_entry *e = malloc(sizeof(*e));
 		if (!e)
