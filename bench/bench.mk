@@ -7,7 +7,7 @@
 #                                 time), runtime API (cudart linked
 #                                 statically, so nothing but the driver is
 #                                 needed where it runs), DeepGEMM-shaped expert
-#   bench-overhead                builds it, runs bench/run_overhead.sh (a GPU
+#   bench-overhead                builds it, runs bench/run_overhead.py (a GPU
 #                                 machine; build/libctxguard.so must exist)
 BUILD ?= build
 CUDA ?= /usr/local/cuda
@@ -22,7 +22,7 @@ $(BUILD)/bench/launch_overhead: bench/launch_overhead.c
 # $(LIB) is the top-level Makefile's build/libctxguard.so (empty when alone).
 .PHONY: bench-overhead
 bench-overhead: $(BUILD)/bench/launch_overhead $(LIB)
-	bench/run_overhead.sh $(BUILD)
+	bench/run_overhead.py $(BUILD)
 
 # The shim's cost per launch in instructions, on the fake driver (no GPU).
 $(BUILD)/bench/hotpath: bench/hotpath.c $(FAKE_LIB)

@@ -1,7 +1,8 @@
 /* launch_overhead -- host cost of a kernel launch, to measure what ctxguard
- * adds to it (bench/run_overhead.sh runs it with and without the shim).
+ * adds to it (bench/run_overhead.py runs it with and without the shim).
  *
  * usage: launch_overhead driver|runtime|expert [LAUNCHES [REPS]]
+ *        launch_overhead driver|runtime|expert serve
  *   driver   cuLaunchKernel of an empty kernel loaded with cuModuleLoadData
  *            from the PTX below; libcuda is linked directly, as Triton does.
  *   runtime  cudaLaunchKernel of the same kernel, loaded with
@@ -18,6 +19,10 @@
  * wall-clock time by LAUNCHES.  Default: 5 reps of 200000 (1M timed).
  * Prints one line per rep and finally
  *   launch_overhead: MODE: median U us/launch (min A, max B; REPS reps of LAUNCHES)
+ * serve: sets up and warms up once, prints "ready", then for each line N
+ * read from stdin launches N kernels, synchronises and prints the host
+ * time per launch in us, until end of input (bench/run_overhead.py runs a
+ * plain and a preloaded copy side by side and alternates them).
  * Exits 0, or 1 on a usage or CUDA error (printed with its name and text).
  */
 #include <cuda.h>
@@ -214,6 +219,29 @@ static long positive(const char *s, const char *what)
 	return v;
 }
 
+static double timed(const struct mode *m, long launches)
+{
+	double t0 = now_us();
+	for (long i = 0; i < launches; i++)
+		m->launch();
+	m->sync();
+	return (now_us() - t0) / (double)launches;
+}
+
+static int serve(const struct mode *m)
+{
+	char line[64];
+
+	printf("ready\n");
+	fflush(stdout);
+	while (fgets(line, sizeof line, stdin)) {
+		line[strcspn(line, "\n")] = 0;
+		printf("%.4f\n", timed(m, positive(line, "a batch")));
+		fflush(stdout);
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const struct mode *m = NULL;
@@ -222,25 +250,25 @@ int main(int argc, char **argv)
 		if (strcmp(argv[1], modes[i].name) == 0)
 			m = &modes[i];
 	if (!m || argc > 4) {
-		fprintf(stderr, "usage: %s driver|runtime|expert [LAUNCHES [REPS]]\n", argv[0]);
+		fprintf(stderr, "usage: %s driver|runtime|expert [LAUNCHES [REPS] | serve]\n",
+			argv[0]);
 		return 1;
 	}
-	long launches = argc > 2 ? positive(argv[2], "LAUNCHES") : DEFAULT_LAUNCHES;
+	int serving = argc == 3 && strcmp(argv[2], "serve") == 0;
+	long launches = serving ? 0 : argc > 2 ? positive(argv[2], "LAUNCHES") : DEFAULT_LAUNCHES;
 	long reps = argc > 3 ? positive(argv[3], "REPS") : DEFAULT_REPS;
 	double *us = calloc((size_t)reps, sizeof *us);
 	if (!us)
 		return 1;
 
 	m->prepare();
-	for (long i = 0; i < WARMUP; i++)
-		m->launch();
-	m->sync();
+	timed(m, WARMUP);
+	if (serving) {
+		free(us);
+		return serve(m);
+	}
 	for (long r = 0; r < reps; r++) {
-		double t0 = now_us();
-		for (long i = 0; i < launches; i++)
-			m->launch();
-		m->sync();
-		us[r] = (now_us() - t0) / (double)launches;
+		us[r] = timed(m, launches);
 		printf("launch_overhead: %s: rep %ld: %.4f us/launch\n", m->name, r + 1, us[r]);
 	}
 	qsort(us, (size_t)reps, sizeof *us, by_value);

@@ -3,8 +3,8 @@
  * gives its types, so there a parameter is a pointer when its type says so
  * (an 8-byte struct of flags is not), and a tensor map when it is a
  * CUtensorMap.  Without types (extern "C" kernels: Triton, PTX) every
- * 8-byte parameter may be a pointer and every 128-byte, 64-byte-aligned one
- * a tensor map.  Built once per function and cached in its record. */
+ * 8-byte parameter may be a pointer and every 128-byte one a tensor map
+ * (bytes that no encode produced are never taken for one: tensormap.c).  Built once per function and cached in its record. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -100,8 +100,10 @@ static const struct cg_layout *build(const struct cg_fn *fn)
 	uint32_t off[64];
 	unsigned n = 0;
 	for (size_t i = 0; i < nparams && param_info(fn, i, &o, &size) == CUDA_SUCCESS; i++) {
-		int k = size == sizeof(void *) ? CG_P_PTR
-			: size == sizeof(CUtensorMap) && o % 64 == 0 ? CG_P_TMAP : 0;
+		/* No alignment test for tensor maps: on H200 the driver puts
+		 * them at offsets 112, 240, ... (128-aligned in the constant
+		 * bank, which starts at 0x210), not at the host type's 64. */
+		int k = size == sizeof(void *) ? CG_P_PTR : size == sizeof(CUtensorMap) ? CG_P_TMAP : 0;
 		if (ntyped >= 0 && typed[i] != k)
 			k = 0;
 		if (!k || n == sizeof idx / sizeof idx[0])

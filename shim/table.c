@@ -4,41 +4,6 @@
 
 #include "table.h"
 
-struct cg_slot {
-	_Atomic uintptr_t key;
-	_Atomic(void *) val;
-};
-
-struct cg_tab {
-	size_t mask;
-	size_t used;               /* keys present, tombstones included */
-	struct cg_tab *next_retired;
-	struct cg_slot slot[];
-};
-
-static size_t hash(uintptr_t k)
-{
-	uint64_t x = k;
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdULL;
-	x ^= x >> 33;
-	return (size_t)x;
-}
-
-void *cg_table_get(struct cg_table *t, uintptr_t key)
-{
-	struct cg_tab *tab = atomic_load_explicit(&t->cur, memory_order_acquire);
-	if (!tab)
-		return NULL;
-	for (size_t i = hash(key) & tab->mask;; i = (i + 1) & tab->mask) {
-		uintptr_t k = atomic_load_explicit(&tab->slot[i].key, memory_order_acquire);
-		if (k == key)
-			return atomic_load_explicit(&tab->slot[i].val, memory_order_acquire);
-		if (k == 0)
-			return NULL;
-	}
-}
-
 static struct cg_tab *tab_new(size_t cap)
 {
 	struct cg_tab *tab = calloc(1, sizeof *tab + cap * sizeof(struct cg_slot));
@@ -50,7 +15,7 @@ static struct cg_tab *tab_new(size_t cap)
 /* Writer side: the slot holding key, or the empty slot where it goes. */
 static struct cg_slot *probe(struct cg_tab *tab, uintptr_t key)
 {
-	for (size_t i = hash(key) & tab->mask;; i = (i + 1) & tab->mask) {
+	for (size_t i = cg_table_hash(key) & tab->mask;; i = (i + 1) & tab->mask) {
 		uintptr_t k = atomic_load_explicit(&tab->slot[i].key, memory_order_relaxed);
 		if (k == key || k == 0)
 			return &tab->slot[i];

@@ -14,7 +14,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct cg_tab;
+struct cg_slot {
+	_Atomic uintptr_t key;
+	_Atomic(void *) val;
+};
+
+struct cg_tab {
+	size_t mask;
+	size_t used;               /* keys present, tombstones included */
+	struct cg_tab *next_retired;
+	struct cg_slot slot[];
+};
 
 struct cg_table {
 	_Atomic(struct cg_tab *) cur;
@@ -25,7 +35,30 @@ struct cg_table {
 
 #define CG_TABLE_INIT {NULL, PTHREAD_MUTEX_INITIALIZER, NULL, 0}
 
-void *cg_table_get(struct cg_table *t, uintptr_t key);
+static inline size_t cg_table_hash(uintptr_t k)
+{
+	uint64_t x = k;
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdULL;
+	x ^= x >> 33;
+	return (size_t)x;
+}
+
+/* The launch path's read, inline: a few loads, no call. */
+static inline void *cg_table_get(struct cg_table *t, uintptr_t key)
+{
+	struct cg_tab *tab = atomic_load_explicit(&t->cur, memory_order_acquire);
+	if (!tab)
+		return NULL;
+	for (size_t i = cg_table_hash(key) & tab->mask;; i = (i + 1) & tab->mask) {
+		uintptr_t k = atomic_load_explicit(&tab->slot[i].key, memory_order_acquire);
+		if (k == key)
+			return atomic_load_explicit(&tab->slot[i].val, memory_order_acquire);
+		if (k == 0)
+			return NULL;
+	}
+}
+
 /* Insert or replace; returns the previous value (NULL if none). */
 void *cg_table_put(struct cg_table *t, uintptr_t key, void *val);
 void *cg_table_del(struct cg_table *t, uintptr_t key);

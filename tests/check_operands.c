@@ -62,12 +62,17 @@ static CUresult launch_form(int form, CUdeviceptr p0, CUdeviceptr p1, const CUte
 	ck_assert_int_eq(cuCtxSetCurrent(ctx[0]), CUDA_SUCCESS);
 	CUtensorMap a = *t0, b = *t1;
 	if (form == 1) {
-		/* Offsets 0, 8, 64, 192: the tensor maps are 64-byte aligned. */
-		static _Alignas(64) unsigned char buf[320];
-		memcpy(buf, &p0, 8);
-		memcpy(buf + 8, &p1, 8);
-		memcpy(buf + 64, &a, 128);
-		memcpy(buf + 192, &b, 128);
+		/* At the driver's offsets: 0, 8, then 112 and 240 for the tensor
+		 * maps (as on H200, not 64-byte aligned). */
+		static _Alignas(64) unsigned char buf[368];
+		size_t off[4], sz;
+		for (int i = 0; i < 4; i++)
+			ck_assert_int_eq(cuFuncGetParamInfo(fn, i, &off[i], &sz), CUDA_SUCCESS);
+		ck_assert_msg(off[2] == 112 && off[3] == 240, "offsets %zu %zu", off[2], off[3]);
+		memcpy(buf + off[0], &p0, 8);
+		memcpy(buf + off[1], &p1, 8);
+		memcpy(buf + off[2], &a, 128);
+		memcpy(buf + off[3], &b, 128);
 		size_t size = sizeof buf;
 		void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, buf, CU_LAUNCH_PARAM_BUFFER_SIZE,
 				 &size, CU_LAUNCH_PARAM_END};

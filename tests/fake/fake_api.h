@@ -8,8 +8,9 @@
  *  - Module images are text, in a file or in memory (NUL-terminated):
  *        //ctxguard-fake-image
  *        .kernel <name> <parameter sizes, comma separated, may be empty>
- *    Parameters are naturally aligned (1/2/4/8 bytes: their size; 128 bytes, a
- *    CUtensorMap: 64; anything else: 8).
+ *    Parameters are naturally aligned (1/2/4/8 bytes: their size; anything else: 8), but a
+ *    128-byte one, a CUtensorMap, sits where H200's driver puts it: 128-aligned counting from
+ *    constant-bank offset 0x210, so at 112, 240, ... (not 64-aligned).
  *  - A launch runs in the stream's context, or the current one for the NULL, legacy and
  *    per-thread streams. A CUfunction of another context is CUDA_ERROR_INVALID_HANDLE and
  *    nothing runs; a CUkernel cast to CUfunction runs in any context.

@@ -13,20 +13,18 @@
 
 static const char magic[] = "//ctxguard-fake-image";
 
-/* Natural alignment as the compiler lays out kernel parameters; 128 bytes is a CUtensorMap. */
-static size_t param_align(size_t size)
+/* Natural alignment as the compiler lays out kernel parameters.  128 bytes is a CUtensorMap,
+ * aligned to 128 in constant bank 0, where sm_90's parameters start at 0x210: measured on H200
+ * (cuFuncGetParamInfo), DeepGEMM's (int*, 3 x uint32, 3 x CUtensorMap) has its maps at offsets
+ * 112, 240 and 368 -- not 64-byte aligned as the host type is. */
+enum { PARAM_BASE = 0x210 };
+
+static size_t param_offset(size_t cur, size_t size)
 {
-	switch (size) {
-	case 1:
-	case 2:
-	case 4:
-	case 8:
-		return size;
-	case 128:
-		return 64;
-	default:
-		return 8;
-	}
+	size_t align = size == 1 || size == 2 || size == 4 || size == 8 ? size : 8;
+	if (size == 128)
+		return (PARAM_BASE + cur + 127) / 128 * 128 - PARAM_BASE;
+	return (cur + align - 1) / align * align;
 }
 
 void fake_kdesc_free(struct fake_kdesc *kd)
@@ -91,8 +89,7 @@ static CUresult parse_sizes(const char *s, size_t len, struct fake_kdesc *kd)
 			s++;
 			len--;
 		}
-		size_t align = param_align(v);
-		cur = (cur + align - 1) / align * align;
+		cur = param_offset(cur, v);
 		kd->size[i] = v;
 		kd->offset[i] = cur;
 		cur += v;

@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""What ctxguard adds to launch-bound work, measured side by side.
+
+For each benchmark two copies run at once, one plain and one with the shim
+as deployed (LD_PRELOAD=libctxguard.so, CTXGUARD_QUIET=1, the built-in
+policy: CTXGUARD_POLICY=none so no /etc file skews it; scope experts,
+operands on).  Both are pinned to the same CPUs (a process that lands on
+the GPU's far socket launches several hundred ns slower, which would
+otherwise decide the ratio), set up and warm up, then take turns: each
+round asks one copy for a batch, then the other (the order swaps every
+round), so a machine that drifts -- other tenants, clocks -- weighs on
+both alike.  A
+row gives the median batch of each side, their ratio, and the median of the
+per-round ratios, against the target:
+
+  driver   cuLaunchKernel, empty kernel (not an expert)        <= 1.01
+  runtime  cudaLaunchKernel (static cudart), same kernel       <= 1.01
+  expert   cuLaunchKernelEx, DeepGEMM-shaped kernel, every
+           pointer and TMA descriptor checked                  <= 1.03
+  moe      forward of the two-GPU MoE of GPU case 13           <= 1.005
+
+usage: bench/run_overhead.py [BUILD_DIR]        (make bench-overhead)
+env: ROUNDS (41), LAUNCHES per batch (50000), FORWARDS per batch (10),
+     PYTHON (this interpreter), CPUS (comma-separated CPU numbers for
+     both copies; default the first two this process may use).  A row passes when the per-round median
+     meets its target.  Exits 1 when a copy fails or a row misses its
+     target; the moe row is skipped without two GPUs or transformers and
+     accelerate (the copy exits 77).
+"""
+import os
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def cpus():
+    chosen = os.environ.get("CPUS")
+    if chosen:
+        return {int(c) for c in chosen.split(",")}
+    return set(sorted(os.sched_getaffinity(0))[:2])
+
+
+def copy(argv, extra_env, on):
+    """One copy of a benchmark in serve mode, with a clean ctxguard environment."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CTXGUARD_") and k != "LD_PRELOAD"}
+    env.update(extra_env)
+    env["HF_HUB_OFFLINE"] = "1"
+    return subprocess.Popen(argv, cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, bufsize=1,
+                            preexec_fn=lambda: os.sched_setaffinity(0, on))
+
+
+def answer(p, name):
+    """The copy's next line, or the reason it has none."""
+    line = p.stdout.readline()
+    if line:
+        return line.strip()
+    p.wait()
+    err = p.stderr.read().strip().splitlines()[-20:]
+    if p.returncode == 77:
+        raise Skip("; ".join(err) or f"{name}: unavailable here")
+    raise RuntimeError(f"{name} copy exited {p.returncode}:\n  " + "\n  ".join(err))
+
+
+class Skip(Exception):
+    pass
+
+
+def measure(argv, batch, rounds, shim_env, on):
+    sides = {"plain": copy(argv, {}, on), "shim": copy(argv, shim_env, on)}
+    try:
+        for name, p in sides.items():
+            first = answer(p, name)
+            if first != "ready":
+                # a copy that cannot run here says why on stdout, then exits 77
+                rest = p.stdout.read()
+                p.wait()
+                if p.returncode == 77:
+                    raise Skip((first + " " + rest).strip())
+                raise RuntimeError(f"{name} copy: expected 'ready', got '{first}'")
+        got = {"plain": [], "shim": []}
+        for r in range(rounds):
+            order = ("plain", "shim") if r % 2 == 0 else ("shim", "plain")
+            for name in order:
+                sides[name].stdin.write(f"{batch}\n")
+                sides[name].stdin.flush()
+                got[name].append(float(answer(sides[name], name)))
+        return got
+    finally:
+        for p in sides.values():
+            if p.poll() is None:
+                p.stdin.close()
+                try:
+                    p.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+
+
+def main():
+    build = sys.argv[1] if len(sys.argv) > 1 else "build"
+    lib = os.path.realpath(os.path.join(ROOT, build, "libctxguard.so"))
+    bench = os.path.join(ROOT, build, "bench", "launch_overhead")
+    if not os.path.exists(lib):
+        print(f"run_overhead: {lib} is missing (make)")
+        return 1
+    if not os.access(bench, os.X_OK):
+        print(f"run_overhead: {bench} is missing (make -f bench/bench.mk)")
+        return 1
+    rounds = int(os.environ.get("ROUNDS", "41"))
+    launches = int(os.environ.get("LAUNCHES", "50000"))
+    forwards = int(os.environ.get("FORWARDS", "10"))
+    python = os.environ.get("PYTHON", sys.executable)
+    shim = {"LD_PRELOAD": lib, "CTXGUARD_POLICY": "none", "CTXGUARD_QUIET": "1"}
+    rows = [
+        ("driver", "us/launch", 1.01, [bench, "driver", "serve"], launches),
+        ("runtime", "us/launch", 1.01, [bench, "runtime", "serve"], launches),
+        ("expert", "us/launch", 1.03, [bench, "expert", "serve"], launches),
+        ("moe", "ms/forward", 1.005, [python, "bench/moe_forward.py", "serve"], forwards),
+    ]
+    on = cpus()
+    table, failed = [], False
+    for name, unit, target, argv, batch in rows:
+        print(f"== {name}: {rounds} rounds of {batch} per side, plain and shim alternating on CPUs "
+              f"{sorted(on)}: {' '.join(argv)}", flush=True)
+        try:
+            got = measure(argv, batch, rounds, shim, on)
+        except Skip as e:
+            table.append((name, "-", "-", "-", "-", target, f"skip ({e})"))
+            continue
+        except RuntimeError as e:
+            print(e)
+            table.append((name, "-", "-", "-", "-", target, "FAIL (a copy failed)"))
+            failed = True
+            continue
+        for i, (p, s) in enumerate(zip(got["plain"], got["shim"])):
+            print(f"  round {i + 1:2d}: plain {p:.4f}  shim {s:.4f}  ratio {s / p:.4f}")
+        plain, shim_med = statistics.median(got["plain"]), statistics.median(got["shim"])
+        paired = statistics.median(s / p for p, s in zip(got["plain"], got["shim"]))
+        verdict = "pass" if paired <= target else "FAIL"
+        failed |= verdict != "pass"
+        table.append((name, f"{plain:.4f} {unit}", f"{shim_med:.4f} {unit}", f"{shim_med / plain:.4f}",
+                      f"{paired:.4f}", target, verdict))
+    print()
+    fmt = "{:<8} | {:<18} | {:<18} | {:<8} | {:<12} | {:<6} | {}"
+    print(fmt.format("mode", "plain median", "shim median", "ratio", "round median", "target", "result"))
+    for row in table:
+        print(fmt.format(*row))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
