@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# (i) Issue 3 under --mode abort: the TMA descriptors point at device 1 while
-# the launch context is device 0's, so ctxguard aborts before the launch with
-# the documented message; the GEMM never runs, D is never written.
+# (i) Issue 3 under --mode abort: the operands (grouped_layout and the TMA
+# descriptors) are on device 1 while the launch context is device 0's, so
+# ctxguard aborts before the launch with the documented message, naming the
+# first such operand; the GEMM never runs, D is never written.  Case 12 has
+# the descriptors alone cross.
 # shellcheck source=tests/gpu/lib.sh
 . "$(dirname "$0")/../lib.sh"
 need_gpus 2
