@@ -10,7 +10,8 @@
 #include "suite.h"
 #include "spawn.h"
 
-static const char *const routes[] = {"direct", "dlsym", "procaddr", "procaddr_v1", "ptsz"};
+static const char *const routes[] = {"direct", "dlsym", "dlvsym", "procaddr", "procaddr_v1",
+				     "ptsz"};
 static const char *const loads[] = {"file", "data", "dataex", "fatbin", "library_file",
 				    "library_data", "library_module", "enumerate",
 				    "library_enumerate"};

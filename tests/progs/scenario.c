@@ -3,7 +3,7 @@
  * what the launch returned.
  *
  *   scenario ROUTE LOAD LAUNCH CASE [KERNEL]
- *   ROUTE  direct | dlsym | procaddr | procaddr_v1 | ptsz
+ *   ROUTE  direct | dlsym | dlvsym | procaddr | procaddr_v1 | ptsz
  *   LOAD   file | data | dataex | fatbin | library_file | library_data |
  *          library_module | enumerate | library_enumerate
  *   LAUNCH launch | launchex | coop | multidev | graph_add | graph_add_v2 |
@@ -155,15 +155,19 @@ static void resolve(const char *route)
 	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
 	if (!h)
 		die("dlopen libcuda.so.1");
-	if (strcmp(route, "dlsym") == 0) {
-		/* DeepGEMM's route: exported names on the handle. */
-#define X(field, base, ver) d.field = dlsym(h, exported(#field));
+	int versioned = strcmp(route, "dlvsym") == 0;
+	if (versioned || strcmp(route, "dlsym") == 0) {
+		/* DeepGEMM's route: exported names on the handle (dlvsym: with
+		 * the version the library defines them in). */
+#define LOOKUP(name) (versioned ? dlvsym(h, name, "libcuda.so.1") : dlsym(h, name))
+#define X(field, base, ver) d.field = LOOKUP(exported(#field));
 		API(X)
 #undef X
 		/* The v2 graph names are the exported _v2 symbols. */
-		d.cuGraphAddKernelNode_v2 = dlsym(h, "cuGraphAddKernelNode_v2");
-		d.cuGraphKernelNodeSetParams_v2 = dlsym(h, "cuGraphKernelNodeSetParams_v2");
-		d.cuGraphExecKernelNodeSetParams_v2 = dlsym(h, "cuGraphExecKernelNodeSetParams_v2");
+		d.cuGraphAddKernelNode_v2 = LOOKUP("cuGraphAddKernelNode_v2");
+		d.cuGraphKernelNodeSetParams_v2 = LOOKUP("cuGraphKernelNodeSetParams_v2");
+		d.cuGraphExecKernelNodeSetParams_v2 = LOOKUP("cuGraphExecKernelNodeSetParams_v2");
+#undef LOOKUP
 		return;
 	}
 	/* libcudart's route: cuGetProcAddress from the handle, then the
