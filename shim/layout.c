@@ -4,7 +4,8 @@
  * (an 8-byte struct of flags is not), and a tensor map when it is a
  * CUtensorMap.  Without types (extern "C" kernels: Triton, PTX) every
  * 8-byte parameter may be a pointer and every 128-byte one a tensor map
- * (bytes that no encode produced are never taken for one: tensormap.c).  Built once per function and cached in its record. */
+ * (bytes that no encode produced are never taken for one: tensormap.c).
+ * Built once per function and cached in its record. */
 #include <stdlib.h>
 #include <string.h>
 

@@ -36,11 +36,6 @@ static void init_locks(void)
 		pthread_mutex_init(&sets[i].lock, NULL);
 }
 
-/* It runs for every tensor-map parameter of every checked launch, so it
- * is a multiply-add per word and one final mix.  The 64-bit hash is also
- * what identifies a descriptor on lookup: two different descriptors of one
- * process sharing it is a 2^-64 event, cheaper to accept than a 128-byte
- * compare on every launch. */
 static uint64_t word(const void *p, int i)
 {
 	uint64_t w;
@@ -48,16 +43,20 @@ static uint64_t word(const void *p, int i)
 	return w;
 }
 
+/* Every encode hashes its descriptor, and so does a launch whenever the
+ * address cannot be read in place (below), so it is a multiply-add per word
+ * and one final mix.  The 64-bit hash is also what identifies a descriptor
+ * on lookup: two different descriptors of one process sharing it is a
+ * 2^-64 event, cheaper to accept than a 128-byte compare. */
 static uint64_t hash_desc(const void *desc)
 {
 	/* Four independent lanes: the multiplies overlap instead of chaining. */
-	const unsigned char *p = desc;
 	uint64_t a = 1, b = 2, c = 3, d = 4;
 	for (int i = 0; i < DWORDS; i += 4) {
-		a = (a + word(p, i)) * 0xff51afd7ed558ccdULL;
-		b = (b + word(p, i + 1)) * 0xc4ceb9fe1a85ec53ULL;
-		c = (c + word(p, i + 2)) * 0x9e3779b97f4a7c15ULL;
-		d = (d + word(p, i + 3)) * 0xd6e8feb86659fd93ULL;
+		a = (a + word(desc, i)) * 0xff51afd7ed558ccdULL;
+		b = (b + word(desc, i + 1)) * 0xc4ceb9fe1a85ec53ULL;
+		c = (c + word(desc, i + 2)) * 0x9e3779b97f4a7c15ULL;
+		d = (d + word(desc, i + 3)) * 0xd6e8feb86659fd93ULL;
 	}
 	uint64_t h = a ^ (b >> 17 | b << 47) ^ (c >> 31 | c << 33) ^ (d >> 43 | d << 21);
 	h ^= h >> 32;
