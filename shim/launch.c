@@ -73,4 +73,5 @@ static CUresult check_each(const char *api, const CUDA_LAUNCH_PARAMS *list, unsi
 	return CUDA_SUCCESS;
 }
 
-CG_CHECKED(cuLaunchCooperativeKernelMultiDevice, check_each(v->symbol, launchParamsList, numDevices))
+CG_CHECKED(cuLaunchCooperativeKernelMultiDevice,
+	   check_each(v->symbol, launchParamsList, numDevices))
