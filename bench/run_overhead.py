@@ -22,7 +22,8 @@ per-round ratios, against the target:
 usage: bench/run_overhead.py [BUILD_DIR]        (make bench-overhead)
 env: ROUNDS (41), LAUNCHES per batch (50000), FORWARDS per batch (10),
      PYTHON (this interpreter), CPUS (comma-separated CPU numbers for
-     both copies; default the first two this process may use).  A row passes when the per-round median
+     both copies; default the first two this process may use), ROWS
+     (comma-separated row names; default all).  A row passes when the per-round median
      meets its target.  Exits 1 when a copy fails or a row misses its
      target; the moe row is skipped without two GPUs or transformers and
      accelerate (the copy exits 77).
@@ -119,6 +120,13 @@ def main():
         ("expert", "us/launch", 1.03, [bench, "expert", "serve"], launches),
         ("moe", "ms/forward", 1.005, [python, "bench/moe_forward.py", "serve"], forwards),
     ]
+    wanted = os.environ.get("ROWS")
+    if wanted:
+        unknown = set(wanted.split(",")) - {r[0] for r in rows}
+        if unknown:
+            print(f"run_overhead: no row named {', '.join(sorted(unknown))}")
+            return 1
+        rows = [r for r in rows if r[0] in wanted.split(",")]
     on = cpus()
     table, failed = [], False
     for name, unit, target, argv, batch in rows:

@@ -1,6 +1,5 @@
 /* Which context a launch runs in, and which device a context is on. */
 #include "shim.h"
-#include "table.h"
 
 static struct cg_table devices = CG_TABLE_INIT;   /* CUcontext -> device + 1 */
 
@@ -49,27 +48,47 @@ static int query_device(CUcontext ctx)
 	return dev;
 }
 
+/* Each thread's last answer: launches come in runs on one context.  A
+ * context destroyed anywhere bumps the epoch, which voids them all (its
+ * handle may come back for another device). */
+static _Atomic unsigned epoch;
+static _Thread_local struct {
+	CUcontext ctx;
+	int dev;
+	unsigned epoch;
+} last CG_TLS;
+
 int cg_ctx_device(CUcontext ctx)
 {
 	if (!ctx)
 		return -1;
+	/* Read before the table, so a destroy racing with this lookup voids
+	 * what it stores. */
+	unsigned now = atomic_load_explicit(&epoch, memory_order_acquire);
+	if (CG_LIKELY(last.ctx == ctx && last.epoch == now))
+		return last.dev;
 	uintptr_t v = (uintptr_t)cg_table_get(&devices, (uintptr_t)ctx);
-	if (CG_LIKELY(v))
-		return (int)v - 1;
-	int dev = query_device(ctx);
-	if (dev >= 0)
+	int dev = v ? (int)v - 1 : query_device(ctx);
+	if (dev >= 0 && !v)
 		cg_table_put(&devices, (uintptr_t)ctx, (void *)(uintptr_t)(dev + 1));
+	if (dev >= 0) {
+		last.ctx = ctx;
+		last.dev = dev;
+		last.epoch = now;
+	}
 	return dev;
 }
 
 void cg_ctx_forget(CUcontext ctx)
 {
 	cg_table_del(&devices, (uintptr_t)ctx);
+	atomic_fetch_add_explicit(&epoch, 1, memory_order_acq_rel);
 }
 
 void cg_context_reset(void)
 {
 	cg_table_reset(&devices);
+	atomic_fetch_add_explicit(&epoch, 1, memory_order_relaxed);
 }
 
 CG_AFTER(cuCtxDestroy, cg_ctx_forget(ctx))

@@ -5,14 +5,22 @@
  * The map is kept per 2 MiB granule, the unit in which the driver maps
  * device memory (cuMemAlloc sub-allocates from per-device 2 MiB pages; VMM
  * granularity is at least that), so an interior pointer — a tensor view
- * into a caching allocator's segment — is one lock-free table read. */
+ * into a caching allocator's segment — is found by its granule alone.
+ * Readers see one tag byte per granule of the 47-bit user address space:
+ * 64 MiB of address space reserved with MAP_NORESERVE when the first
+ * allocation is seen, of which only pages holding a tag are ever backed
+ * (4 KiB per 8 GiB of memory), so the launch path answers with one load. */
 #include <pthread.h>
+#include <sys/mman.h>
 
 #include "shim.h"
-#include "table.h"
 
-enum { SHIFT = 21, TAG_ANY = 255, NEG = 4096 };
+enum { SHIFT = CG_MEM_SHIFT, TAG_ANY = CG_MEM_TAG_ANY, NEG = 4096 };
+#define TAGS_BYTES ((size_t)1 << (47 - SHIFT))
 
+/* The readers' tags (shim.h); NULL until the first allocation, or for
+ * good if the reservation failed (then the table below answers). */
+_Atomic(cg_tag *) cg_granule_tags;
 /* Granule -> (allocations covering it << 8 | tag), tag = device + 1 or
  * TAG_ANY for memory every device may reach (managed, host-mapped). */
 static struct cg_table granules = CG_TABLE_INIT;
@@ -25,6 +33,25 @@ static _Atomic uintptr_t negative[NEG];
 /* Read-modify-write of granule counts; readers never take it. */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
+static int tags_failed;
+
+/* Under the lock: granule g's tag as readers see it (0: none). */
+static void set_tag(uintptr_t g, int tag)
+{
+	cg_tag *tags = atomic_load_explicit(&cg_granule_tags, memory_order_relaxed);
+	if (!tags && !tags_failed && tag) {
+		void *p = mmap(NULL, TAGS_BYTES, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		tags_failed = p == MAP_FAILED;
+		if (!tags_failed) {
+			tags = p;
+			atomic_store_explicit(&cg_granule_tags, tags, memory_order_release);
+		}
+	}
+	if (tags && g < TAGS_BYTES)
+		atomic_store_explicit(&tags[g], (unsigned char)tag, memory_order_relaxed);
+}
+
 static void mark(uintptr_t base, size_t size, int tag)
 {
 	if (!base || !size)
@@ -34,6 +61,7 @@ static void mark(uintptr_t base, size_t size, int tag)
 		uintptr_t v = (uintptr_t)cg_table_get(&granules, g);
 		uintptr_t n = v && (int)(v & 255) == tag ? (v >> 8) + 1 : 1;
 		cg_table_put(&granules, g, (void *)(n << 8 | (uintptr_t)tag));
+		set_tag(g, tag);
 		atomic_store_explicit(&negative[g % NEG], 0, memory_order_relaxed);
 	}
 	pthread_mutex_unlock(&lock);
@@ -48,9 +76,10 @@ static void unmark(uintptr_t base, size_t size)
 		uintptr_t v = (uintptr_t)cg_table_get(&granules, g);
 		if (!v)
 			continue;
-		if ((v >> 8) <= 1)
+		if ((v >> 8) <= 1) {
 			cg_table_del(&granules, g);
-		else
+			set_tag(g, 0);
+		} else
 			cg_table_put(&granules, g, (void *)(v - 256));
 	}
 	pthread_mutex_unlock(&lock);
@@ -102,16 +131,12 @@ static int ask_driver(uintptr_t a)
 	return tag == TAG_ANY ? CG_MEM_ANY : tag - 1;
 }
 
-int cg_mem_device(uintptr_t a, CUstream stream)
+int cg_mem_device_unmapped(uintptr_t a, CUstream stream)
 {
-	/* Small integers and non-canonical values are not user addresses:
-	 * most 8-byte kernel parameters that are not pointers end here. */
-	if (a < 0x10000 || (a >> 47))
-		return CG_MEM_NONE;
-	uintptr_t v = (uintptr_t)cg_table_get(&granules, a >> SHIFT);
-	if (CG_LIKELY(v)) {
-		int tag = (int)(v & 255);
-		return tag == TAG_ANY ? CG_MEM_ANY : tag - 1;
+	if (!atomic_load_explicit(&cg_granule_tags, memory_order_acquire)) {
+		uintptr_t v = (uintptr_t)cg_table_get(&granules, a >> SHIFT);
+		if (v)
+			return (v & 255) == TAG_ANY ? CG_MEM_ANY : (int)(v & 255) - 1;
 	}
 	if (atomic_load_explicit(&negative[(a >> SHIFT) % NEG], memory_order_relaxed) ==
 	    (a >> SHIFT) + 1)
@@ -122,6 +147,10 @@ int cg_mem_device(uintptr_t a, CUstream stream)
 void cg_memory_reset(void)
 {
 	pthread_mutex_init(&lock, NULL);
+	cg_tag *tags = atomic_load_explicit(&cg_granule_tags, memory_order_relaxed);
+	/* The child forgets the parent's memory: the pages read as zero again. */
+	if (tags)
+		madvise(tags, TAGS_BYTES, MADV_DONTNEED);
 	cg_table_reset(&granules);
 	cg_table_reset(&allocs);
 	cg_table_reset(&handles);
@@ -188,8 +217,10 @@ static void mapped(CUdeviceptr ptr, size_t size, CUmemGenericAllocationHandle ha
 static void address_freed(CUdeviceptr ptr, size_t size)
 {
 	pthread_mutex_lock(&lock);
-	for (uintptr_t g = ptr >> SHIFT; size && g <= (ptr + size - 1) >> SHIFT; g++)
+	for (uintptr_t g = ptr >> SHIFT; size && g <= (ptr + size - 1) >> SHIFT; g++) {
 		cg_table_del(&granules, g);
+		set_tag(g, 0);
+	}
 	pthread_mutex_unlock(&lock);
 }
 

@@ -8,8 +8,10 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "../policy/policy.h"
+#include "table.h"
 
 #define CG_EXPORT __attribute__((visibility("default")))
 /* For code that runs while a sanitizer runtime is still initialising. */
@@ -201,9 +203,29 @@ void cg_context_reset(void);
 /* ---- operands (shim/memory.c, shim/tensormap.c, shim/layout.c) ---- */
 
 enum { CG_MEM_NONE = -1, CG_MEM_ANY = -2 };
+/* The allocation map's tag per 2 MiB granule of the 47-bit address space:
+ * 0 unknown, device + 1, or CG_MEM_TAG_ANY (shim/memory.c keeps it). */
+enum { CG_MEM_SHIFT = 21, CG_MEM_TAG_ANY = 255 };
+typedef _Atomic unsigned char cg_tag;
+extern _Atomic(cg_tag *) cg_granule_tags;
+/* An address with no tag: the table (if the tags could not be reserved),
+ * the negative cache, then the driver. */
+int cg_mem_device_unmapped(uintptr_t a, CUstream stream);
 /* Device holding address a, CG_MEM_ANY (managed, host-mapped) or
- * CG_MEM_NONE (not device memory).  Lock-free unless never seen before. */
-int cg_mem_device(uintptr_t a, CUstream stream);
+ * CG_MEM_NONE (not device memory).  Inline, lock-free: one load for any
+ * address inside known memory. */
+static inline int cg_mem_device(uintptr_t a, CUstream stream)
+{
+	/* Small integers and non-canonical values are not user addresses:
+	 * most 8-byte kernel parameters that are not pointers end here. */
+	if (a < 0x10000 || (a >> 47))
+		return CG_MEM_NONE;
+	cg_tag *tags = atomic_load_explicit(&cg_granule_tags, memory_order_acquire);
+	int tag = tags ? atomic_load_explicit(&tags[a >> CG_MEM_SHIFT], memory_order_relaxed) : 0;
+	if (CG_LIKELY(tag))
+		return tag == CG_MEM_TAG_ANY ? CG_MEM_ANY : tag - 1;
+	return cg_mem_device_unmapped(a, stream);
+}
 void cg_memory_reset(void);
 
 struct cg_tmap {
@@ -215,11 +237,24 @@ struct cg_tmap {
 /* The tensor map whose 128 descriptor bytes are desc, if ctxguard saw it
  * encoded (bounded: the oldest are forgotten). */
 int cg_tmap_find(const void *desc, struct cg_tmap *out);
+/* Bit i set: word i of every descriptor encoded so far held its global
+ * address (shim/tensormap.c learns it); CG_TMAP_WORDS masks those bits. */
+extern _Atomic uint32_t cg_tmap_addr_words;
+enum { CG_TMAP_WORDS = 0xffff };
+int cg_tmap_lookup_address(const void *desc, uintptr_t *addr);
 /* The launch path's question: desc's global address, read where the
  * encodes showed the descriptor keeps it (else looked up).  Unconfirmed:
  * bytes never encoded give a meaningless value, so a finding is confirmed
  * with cg_tmap_find before it is reported. */
-int cg_tmap_address(const void *desc, uintptr_t *addr);
+static inline int cg_tmap_address(const void *desc, uintptr_t *addr)
+{
+	uint32_t m = atomic_load_explicit(&cg_tmap_addr_words, memory_order_relaxed) & CG_TMAP_WORDS;
+	if (CG_LIKELY(m)) {
+		memcpy(addr, (const unsigned char *)desc + 8 * __builtin_ctz(m), sizeof *addr);
+		return 1;
+	}
+	return cg_tmap_lookup_address(desc, addr);
+}
 /* Which 8-byte word of a descriptor holds its address; -1: the encodes
  * disagreed (the launch path hashes instead); -2: nothing encoded yet. */
 int cg_tmap_address_word(void);

@@ -70,9 +70,11 @@ static uint64_t hash_desc(const void *desc)
  * good and the launch path goes back to the hash lookup.  An address read
  * this way that points at another device is confirmed by cg_tmap_find
  * before it is reported (operands.c), so 128 bytes that were never encoded
- * (a struct taken for a tensor map) never stand for an address. */
+ * (a struct taken for a tensor map) never stand for an address.  Before the
+ * first encode every bit is set: word 0 is read, and nothing confirms it. */
 enum { NONE_YET = 1u << DWORDS };  /* no encode seen: the mask means nothing */
-static _Atomic uint32_t addr_words = NONE_YET | (NONE_YET - 1);
+_Static_assert(CG_TMAP_WORDS == NONE_YET - 1, "one bit per descriptor word");
+_Atomic uint32_t cg_tmap_addr_words = NONE_YET | CG_TMAP_WORDS;
 
 static void learn(const void *desc, uintptr_t addr)
 {
@@ -80,13 +82,13 @@ static void learn(const void *desc, uintptr_t addr)
 	for (int i = 0; i < DWORDS; i++)
 		if (word(desc, i) == addr)
 			seen |= 1u << i;
-	if (~seen & atomic_load_explicit(&addr_words, memory_order_relaxed))
-		atomic_fetch_and_explicit(&addr_words, seen, memory_order_relaxed);
+	if (~seen & atomic_load_explicit(&cg_tmap_addr_words, memory_order_relaxed))
+		atomic_fetch_and_explicit(&cg_tmap_addr_words, seen, memory_order_relaxed);
 }
 
 int cg_tmap_address_word(void)
 {
-	uint32_t m = atomic_load_explicit(&addr_words, memory_order_relaxed);
+	uint32_t m = atomic_load_explicit(&cg_tmap_addr_words, memory_order_relaxed);
 	return m & NONE_YET ? -2 : m ? __builtin_ctz(m) : -1;
 }
 
@@ -158,15 +160,8 @@ int cg_tmap_find(const void *desc, struct cg_tmap *out)
 	return 1;
 }
 
-int cg_tmap_address(const void *desc, uintptr_t *addr)
+int cg_tmap_lookup_address(const void *desc, uintptr_t *addr)
 {
-	/* Before any encode the low bits are all set: word 0 is read, and no
-	 * record can confirm it. */
-	uint32_t m = atomic_load_explicit(&addr_words, memory_order_relaxed) & (NONE_YET - 1);
-	if (CG_LIKELY(m)) {
-		*addr = (uintptr_t)word(desc, __builtin_ctz(m));
-		return 1;
-	}
 	/* The address is the first word of struct cg_tmap. */
 	uint64_t w;
 	if (!lookup(desc, &w, 1))

@@ -6,6 +6,7 @@
 #include <cuda.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -418,6 +419,29 @@ START_TEST(graph_kernel_node_in_its_context)
 }
 END_TEST
 
+/* When the 64 MiB of address space for the allocation map's tags cannot
+ * be reserved (a tight RLIMIT_AS), the map's table answers instead. */
+START_TEST(allocation_map_without_its_tag_array)
+{
+	setup();
+	long pages = 0;
+	FILE *f = fopen("/proc/self/statm", "r");
+	ck_assert_msg(f && fscanf(f, "%ld", &pages) == 1, "cannot read /proc/self/statm");
+	fclose(f);
+	/* Room for the fake's bookkeeping, not for the reservation. */
+	rlim_t limit = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + (16 << 20);
+	struct rlimit rl = {limit, limit};
+	ck_assert_int_eq(setrlimit(RLIMIT_AS, &rl), 0);
+	CUdeviceptr own = dev_alloc(0), other = dev_alloc(1);
+	CUtensorMap ok = tmap_over(own), bad = tmap_over(other);
+	ck_assert_int_eq(launch(own, own, &ok, &ok), CUDA_SUCCESS);
+	assert_refused(launch(own, other + 64, &ok, &ok), "pointer");
+	assert_refused(launch(own, own, &ok, &bad), "tensor map");
+	ck_assert_int_eq(cuMemFree(other), CUDA_SUCCESS);
+	ck_assert_int_eq(launch(own, other + 64, &ok, &ok), CUDA_SUCCESS);
+}
+END_TEST
+
 /* Hardware may keep a descriptor's address as it is, in some word: the
  * fake does so in word 3 under this fixture.  ctxguard learns the word from
  * the encodes and reads it at launch; the same tests must hold. */
@@ -499,6 +523,7 @@ int main(void)
 	tcase_add_test(t, context_handle_reused_on_another_device);
 	tcase_add_test(t, graph_kernel_node_in_its_context);
 	tcase_add_loop_test(t, summary_names_the_address_word, 0, 3);
+	tcase_add_test(t, allocation_map_without_its_tag_array);
 	suite_add_tcase(s, t);
 	TCase *w = tcase_create("address in the descriptor");
 	tcase_set_timeout(w, 60);
