@@ -2,24 +2,20 @@
  * recorded with its owning context before the handle reaches the program. */
 #include "shim.h"
 
-static void load(CUmodule *out, const char *via, const char *path, const void *image)
+/* A module belongs to the context current at its load; a library to none. */
+static void load(uintptr_t handle, CUcontext owner, const char *via, const char *path,
+		 const void *image)
 {
-	if (out && *out)
-		cg_mod_add((uintptr_t)*out, cg_current_ctx(), via, path, image, NULL);
+	if (handle)
+		cg_mod_add(handle, owner, via, path, image, NULL);
 }
 
-static void load_library(CUlibrary *out, const char *via, const char *path, const void *image)
-{
-	if (out && *out)
-		cg_mod_add((uintptr_t)*out, NULL, via, path, image, NULL);
-}
-
-CG_AFTER(cuModuleLoad, load(module, v->symbol, fname, NULL))
-CG_AFTER(cuModuleLoadData, load(module, v->symbol, NULL, image))
-CG_AFTER(cuModuleLoadDataEx, load(module, v->symbol, NULL, image))
-CG_AFTER(cuModuleLoadFatBinary, load(module, v->symbol, NULL, fatCubin))
-CG_AFTER(cuLibraryLoadData, load_library(library, v->symbol, NULL, code))
-CG_AFTER(cuLibraryLoadFromFile, load_library(library, v->symbol, fileName, NULL))
+CG_AFTER(cuModuleLoad, load(CG_OUT(module), cg_current_ctx(), v->symbol, fname, NULL))
+CG_AFTER(cuModuleLoadData, load(CG_OUT(module), cg_current_ctx(), v->symbol, NULL, image))
+CG_AFTER(cuModuleLoadDataEx, load(CG_OUT(module), cg_current_ctx(), v->symbol, NULL, image))
+CG_AFTER(cuModuleLoadFatBinary, load(CG_OUT(module), cg_current_ctx(), v->symbol, NULL, fatCubin))
+CG_AFTER(cuLibraryLoadData, load(CG_OUT(library), NULL, v->symbol, NULL, code))
+CG_AFTER(cuLibraryLoadFromFile, load(CG_OUT(library), NULL, v->symbol, fileName, NULL))
 CG_BEFORE(cuModuleUnload, cg_mod_remove((uintptr_t)hmod))
 CG_BEFORE(cuLibraryUnload, cg_mod_remove((uintptr_t)library))
 

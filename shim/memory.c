@@ -160,9 +160,6 @@ void cg_memory_reset(void)
 
 /* ---- the allocation hooks ---- */
 
-/* What an allocation call wrote back, or 0 (which remember() ignores). */
-#define OUT(p) ((p) ? (uintptr_t)*(p) : 0)
-
 /* A pool may live on another device than the stream: ask the driver. */
 static int pool_tag(CUdeviceptr p, CUstream s)
 {
@@ -174,16 +171,16 @@ static int pool_tag(CUdeviceptr p, CUstream s)
 		       : tag_of_ctx(cg_launch_ctx(s));
 }
 
-CG_AFTER(cuMemAlloc, remember(OUT(dptr), bytesize, tag_of_ctx(cg_current_ctx())))
-CG_AFTER(cuMemAllocPitch, remember(OUT(dptr), pPitch ? *pPitch * Height : 0,
+CG_AFTER(cuMemAlloc, remember(CG_OUT(dptr), bytesize, tag_of_ctx(cg_current_ctx())))
+CG_AFTER(cuMemAllocPitch, remember(CG_OUT(dptr), pPitch ? *pPitch * Height : 0,
 				   tag_of_ctx(cg_current_ctx())))
 /* Stream-ordered allocations come from the stream's device's pool. */
-CG_AFTER(cuMemAllocAsync, remember(OUT(dptr), bytesize, tag_of_ctx(cg_launch_ctx(hStream))))
-CG_AFTER(cuMemAllocFromPoolAsync, remember(OUT(dptr), bytesize, pool_tag(OUT(dptr), hStream)))
+CG_AFTER(cuMemAllocAsync, remember(CG_OUT(dptr), bytesize, tag_of_ctx(cg_launch_ctx(hStream))))
+CG_AFTER(cuMemAllocFromPoolAsync, remember(CG_OUT(dptr), bytesize, pool_tag(CG_OUT(dptr), hStream)))
 /* Managed and pinned host memory is reachable from every device (UVA). */
-CG_AFTER(cuMemAllocManaged, remember(OUT(dptr), bytesize, TAG_ANY))
-CG_AFTER(cuMemHostAlloc, remember(OUT(pp), bytesize, TAG_ANY))
-CG_AFTER(cuMemAllocHost, remember(OUT(pp), bytesize, TAG_ANY))
+CG_AFTER(cuMemAllocManaged, remember(CG_OUT(dptr), bytesize, TAG_ANY))
+CG_AFTER(cuMemHostAlloc, remember(CG_OUT(pp), bytesize, TAG_ANY))
+CG_AFTER(cuMemAllocHost, remember(CG_OUT(pp), bytesize, TAG_ANY))
 CG_AFTER(cuMemHostRegister, remember((uintptr_t)p, bytesize, TAG_ANY))
 
 /* Unpublish before the real free: the driver may hand the range out again

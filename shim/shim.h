@@ -66,6 +66,9 @@ extern struct cg_variant cg_variants[CG_NVARIANTS];
  *   CG_BEFORE(fam, first)  `first`, then the real call (unpublish before a
  *                          free: the driver may hand the handle out again)
  *   CG_CHECKED(fam, check) `check`; its error code, or the real call */
+/* What a call wrote back through out-parameter p, as a word; 0 when p is
+ * NULL (the recorders then ignore it). */
+#define CG_OUT(p) ((p) ? (uintptr_t)*(p) : 0)
 #define CG_HANDLER(fam) CUresult cg_on_##fam(const struct cg_variant *v, CG_UNPAREN(P_##fam))
 #define CG_AFTER(fam, then)                                                  \
 	CG_HANDLER(fam)                                                      \
