@@ -12,8 +12,12 @@ PREFIX  ?= /usr/local
 VERSION := 0.1.0
 SAN     ?=
 OPT     ?= -O2
+# Link-time optimisation lets the compiler inline each family's handler and
+# the launch check into the exported wrapper: a third fewer instructions on
+# every launch (bench/hotpath.sh).  LTO= builds without it.
+LTO     ?= -flto=auto
 
-CFLAGS  = -std=c11 -D_GNU_SOURCE $(OPT) -g -fPIC -fvisibility=hidden -Wall -Wextra -Werror \
+CFLAGS  = -std=c11 -D_GNU_SOURCE $(OPT) $(LTO) -g -fPIC -fvisibility=hidden -Wall -Wextra -Werror \
           -I$(CUDA)/include $(SAN)
 LDFLAGS_SAN = $(SAN)
 
@@ -39,15 +43,18 @@ $(BUILD)/obj/%.o: %.c $(wildcard shim/*.h shim/*.def policy/*.h) | $(BUILD)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-# default.conf is embedded with .incbin: rebuild when it changes.
+# default.conf is embedded with .incbin: rebuild when it changes.  A symbol
+# that only top-level asm defines is invisible to the LTO plugin, which would
+# then never pull this object out of libpolicy.a: compile it plainly.
 $(BUILD)/obj/policy/builtin.o: policy/default.conf
+$(BUILD)/obj/policy/builtin.o: LTO :=
 
 $(BUILD)/libpolicy.a: $(POLICY_OBJ)
 	ar rcs $@ $^
 
 # Hidden by default; the hooks and the C API are marked CG_EXPORT.
 $(LIB): $(SHIM_OBJ) $(POLICY_OBJ) $(KERNEL_OBJ)
-	$(CC) -shared -Wl,-soname,libctxguard.so -Wl,--no-undefined \
+	$(CC) $(OPT) $(LTO) -shared -Wl,-soname,libctxguard.so -Wl,--no-undefined \
 	    -o $@ $^ $(LDFLAGS_SAN) -ldl -lpthread
 
 $(CMD): shim/cli.c $(BUILD)/libpolicy.a
