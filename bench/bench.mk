@@ -7,6 +7,8 @@
 #                                 time), runtime API (cudart linked
 #                                 statically, so nothing but the driver is
 #                                 needed where it runs), DeepGEMM-shaped expert
+#   build/bench/driver_queries    the cost of each driver query ctxguard
+#                                 may make on a launch
 #   bench-overhead                builds it, runs bench/run_overhead.py (a GPU
 #                                 machine; build/libctxguard.so must exist)
 BUILD ?= build
@@ -18,6 +20,11 @@ $(BUILD)/bench/launch_overhead: bench/launch_overhead.c
 	@mkdir -p $(@D)
 	$(BENCH_CC) $(BENCH_CFLAGS) -I$(CUDA)/include -o $@ $< -L$(CUDA)/lib64/stubs -lcuda \
 	    $(CUDA)/lib64/libcudart_static.a -ldl -lpthread -lrt
+
+# The driver queries a checked launch may add, timed on a GPU machine.
+$(BUILD)/bench/driver_queries: bench/driver_queries.c
+	@mkdir -p $(@D)
+	$(BENCH_CC) $(BENCH_CFLAGS) -I$(CUDA)/include -o $@ $< -L$(CUDA)/lib64/stubs -lcuda
 
 # $(LIB) is the top-level Makefile's build/libctxguard.so (empty when alone).
 .PHONY: bench-overhead

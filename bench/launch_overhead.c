@@ -3,6 +3,7 @@
  *
  * usage: launch_overhead driver|runtime|expert [LAUNCHES [REPS]]
  *        launch_overhead driver|runtime|expert serve
+ *        launch_overhead driver|runtime|expert calls N
  *   driver   cuLaunchKernel of an empty kernel loaded with cuModuleLoadData
  *            from the PTX below; libcuda is linked directly, as Triton does.
  *   runtime  cudaLaunchKernel of the same kernel, loaded with
@@ -23,6 +24,10 @@
  * read from stdin launches N kernels, synchronises and prints the host
  * time per launch in us, until end of input (bench/run_overhead.py runs a
  * plain and a preloaded copy side by side and alternates them).
+ * calls N: times each of N launch calls on its own and prints the 10th, 50th
+ * and 90th percentile in ns: the host cost of one call, which the shim adds
+ * to, apart from the waits of a full launch queue (those land in the upper
+ * percentiles).
  * Exits 0, or 1 on a usage or CUDA error (printed with its name and text).
  */
 #include <cuda.h>
@@ -228,6 +233,24 @@ static double timed(const struct mode *m, long launches)
 	return (now_us() - t0) / (double)launches;
 }
 
+static int calls(const struct mode *m, long n)
+{
+	double *ns = malloc((size_t)n * sizeof *ns);
+	if (!ns)
+		return 1;
+	for (long i = 0; i < n; i++) {
+		double t0 = now_us();
+		m->launch();
+		ns[i] = (now_us() - t0) * 1e3;
+	}
+	m->sync();
+	qsort(ns, (size_t)n, sizeof *ns, by_value);
+	printf("launch_overhead: %s: per call p10 %.0f p50 %.0f p90 %.0f ns (%ld calls)\n", m->name,
+	       ns[n / 10], ns[n / 2], ns[n * 9 / 10], n);
+	free(ns);
+	return 0;
+}
+
 static int serve(const struct mode *m)
 {
 	char line[64];
@@ -250,12 +273,14 @@ int main(int argc, char **argv)
 		if (strcmp(argv[1], modes[i].name) == 0)
 			m = &modes[i];
 	if (!m || argc > 4) {
-		fprintf(stderr, "usage: %s driver|runtime|expert [LAUNCHES [REPS] | serve]\n",
+		fprintf(stderr, "usage: %s driver|runtime|expert [LAUNCHES [REPS] | serve | calls N]\n",
 			argv[0]);
 		return 1;
 	}
 	int serving = argc == 3 && strcmp(argv[2], "serve") == 0;
-	long launches = serving ? 0 : argc > 2 ? positive(argv[2], "LAUNCHES") : DEFAULT_LAUNCHES;
+	int per_call = argc == 4 && strcmp(argv[2], "calls") == 0;
+	long launches = serving ? 0 : per_call ? positive(argv[3], "N")
+			: argc > 2 ? positive(argv[2], "LAUNCHES") : DEFAULT_LAUNCHES;
 	long reps = argc > 3 ? positive(argv[3], "REPS") : DEFAULT_REPS;
 	double *us = calloc((size_t)reps, sizeof *us);
 	if (!us)
@@ -266,6 +291,10 @@ int main(int argc, char **argv)
 	if (serving) {
 		free(us);
 		return serve(m);
+	}
+	if (per_call) {
+		free(us);
+		return calls(m, launches);
 	}
 	for (long r = 0; r < reps; r++) {
 		us[r] = timed(m, launches);
