@@ -9,9 +9,15 @@ the GPU's far socket launches several hundred ns slower, which would
 otherwise decide the ratio), set up and warm up, then take turns: each
 round asks one copy for a batch, then the other (the order swaps every
 round), so a machine that drifts -- other tenants, clocks -- weighs on
-both alike.  A
-row gives the median batch of each side, their ratio, and the median of the
-per-round ratios, against the target:
+both alike.
+
+One process is luckier than another for its whole life (on a lent H200
+host the same launch loop runs anywhere from 3.5 to 4.2 us per launch from
+one process to the next), so a single pair would measure that luck, not the
+shim: the rounds are spread over PAIRS fresh pairs of copies, and every
+figure pools them.  A row gives the median batch of each side, their ratio,
+the median of the per-round ratios, and the lowest and highest pair (the
+median of one pair's rounds), against the target:
 
   driver   cuLaunchKernel, empty kernel (not an expert)        <= 1.01
   runtime  cudaLaunchKernel (static cudart), same kernel       <= 1.01
@@ -20,13 +26,15 @@ per-round ratios, against the target:
   moe      forward of the two-GPU MoE of GPU case 13           <= 1.005
 
 usage: bench/run_overhead.py [BUILD_DIR]        (make bench-overhead)
-env: ROUNDS (41), LAUNCHES per batch (50000), FORWARDS per batch (10),
-     PYTHON (this interpreter), CPUS (comma-separated CPU numbers for
-     both copies; default the first two this process may use), ROWS
-     (comma-separated row names; default all).  A row passes when the per-round median
-     meets its target.  Exits 1 when a copy fails or a row misses its
-     target; the moe row is skipped without two GPUs or transformers and
-     accelerate (the copy exits 77).
+env: PAIRS of fresh copies (12; the moe row, whose copies take ~15 s to
+     set up, uses at most MOE_PAIRS, 4), ROUNDS per pair (25), LAUNCHES
+     per batch (10000), FORWARDS per batch (4), PYTHON (this interpreter),
+     CPUS (comma-separated CPU numbers for both copies; default the first
+     two this process may use), ROWS (comma-separated row names; default
+     all).  A row passes when the median of all per-round ratios meets its
+     target.  Exits 1 when a copy fails or a row misses its target; the moe
+     row is skipped without two GPUs or transformers and accelerate (the
+     copy exits 77).
 """
 import os
 import statistics
@@ -109,16 +117,19 @@ def main():
     if not os.access(bench, os.X_OK):
         print(f"run_overhead: {bench} is missing (make -f bench/bench.mk)")
         return 1
-    rounds = int(os.environ.get("ROUNDS", "41"))
-    launches = int(os.environ.get("LAUNCHES", "50000"))
-    forwards = int(os.environ.get("FORWARDS", "10"))
+    pairs = int(os.environ.get("PAIRS", "12"))
+    moe_pairs = min(pairs, int(os.environ.get("MOE_PAIRS", "4")))
+    rounds = int(os.environ.get("ROUNDS", "25"))
+    launches = int(os.environ.get("LAUNCHES", "10000"))
+    forwards = int(os.environ.get("FORWARDS", "4"))
     python = os.environ.get("PYTHON", sys.executable)
     shim = {"LD_PRELOAD": lib, "CTXGUARD_POLICY": "none", "CTXGUARD_QUIET": "1"}
     rows = [
-        ("driver", "us/launch", 1.01, [bench, "driver", "serve"], launches),
-        ("runtime", "us/launch", 1.01, [bench, "runtime", "serve"], launches),
-        ("expert", "us/launch", 1.03, [bench, "expert", "serve"], launches),
-        ("moe", "ms/forward", 1.005, [python, "bench/moe_forward.py", "serve"], forwards),
+        ("driver", "us/launch", 1.01, [bench, "driver", "serve"], launches, pairs),
+        ("runtime", "us/launch", 1.01, [bench, "runtime", "serve"], launches, pairs),
+        ("expert", "us/launch", 1.03, [bench, "expert", "serve"], launches, pairs),
+        ("moe", "ms/forward", 1.005, [python, "bench/moe_forward.py", "serve"], forwards,
+         moe_pairs),
     ]
     wanted = os.environ.get("ROWS")
     if wanted:
@@ -129,30 +140,39 @@ def main():
         rows = [r for r in rows if r[0] in wanted.split(",")]
     on = cpus()
     table, failed = [], False
-    for name, unit, target, argv, batch in rows:
-        print(f"== {name}: {rounds} rounds of {batch} per side, plain and shim alternating on CPUs "
-              f"{sorted(on)}: {' '.join(argv)}", flush=True)
+    for name, unit, target, argv, batch, npairs in rows:
+        print(f"== {name}: {npairs} pairs x {rounds} rounds of {batch} per side, plain and shim "
+              f"alternating on CPUs {sorted(on)}: {' '.join(argv)}", flush=True)
+        got = {"plain": [], "shim": []}
+        per_pair = []
         try:
-            got = measure(argv, batch, rounds, shim, on)
+            for pair in range(npairs):
+                one = measure(argv, batch, rounds, shim, on)
+                for i, (p, s) in enumerate(zip(one["plain"], one["shim"])):
+                    print(f"  pair {pair + 1:2d} round {i + 1:2d}: plain {p:.4f}  shim {s:.4f}  "
+                          f"ratio {s / p:.4f}")
+                per_pair.append(statistics.median(s / p for p, s in zip(one["plain"], one["shim"])))
+                print(f"  pair {pair + 1:2d}: median ratio {per_pair[-1]:.4f}", flush=True)
+                for side in got:
+                    got[side] += one[side]
         except Skip as e:
-            table.append((name, "-", "-", "-", "-", target, f"skip ({e})"))
+            table.append((name, "-", "-", "-", "-", "-", target, f"skip ({e})"))
             continue
         except RuntimeError as e:
             print(e)
-            table.append((name, "-", "-", "-", "-", target, "FAIL (a copy failed)"))
+            table.append((name, "-", "-", "-", "-", "-", target, "FAIL (a copy failed)"))
             failed = True
             continue
-        for i, (p, s) in enumerate(zip(got["plain"], got["shim"])):
-            print(f"  round {i + 1:2d}: plain {p:.4f}  shim {s:.4f}  ratio {s / p:.4f}")
         plain, shim_med = statistics.median(got["plain"]), statistics.median(got["shim"])
         paired = statistics.median(s / p for p, s in zip(got["plain"], got["shim"]))
         verdict = "pass" if paired <= target else "FAIL"
         failed |= verdict != "pass"
         table.append((name, f"{plain:.4f} {unit}", f"{shim_med:.4f} {unit}", f"{shim_med / plain:.4f}",
-                      f"{paired:.4f}", target, verdict))
+                      f"{paired:.4f}", f"{min(per_pair):.3f}-{max(per_pair):.3f}", target, verdict))
     print()
-    fmt = "{:<8} | {:<18} | {:<18} | {:<8} | {:<12} | {:<6} | {}"
-    print(fmt.format("mode", "plain median", "shim median", "ratio", "round median", "target", "result"))
+    fmt = "{:<8} | {:<18} | {:<18} | {:<8} | {:<12} | {:<11} | {:<6} | {}"
+    print(fmt.format("mode", "plain median", "shim median", "ratio", "round median", "pairs",
+                     "target", "result"))
     for row in table:
         print(fmt.format(*row))
     return 1 if failed else 0
