@@ -39,9 +39,10 @@ static struct cg_tab *make_room(struct cg_table *t)
 		void *v = atomic_load_explicit(&old->slot[i].val, memory_order_relaxed);
 		if (!v)
 			continue;
-		struct cg_slot *s = probe(tab, atomic_load_explicit(&old->slot[i].key, memory_order_relaxed));
+		uintptr_t key = atomic_load_explicit(&old->slot[i].key, memory_order_relaxed);
+		struct cg_slot *s = probe(tab, key);
 		atomic_store_explicit(&s->val, v, memory_order_relaxed);
-		atomic_store_explicit(&s->key, atomic_load_explicit(&old->slot[i].key, memory_order_relaxed), memory_order_relaxed);
+		atomic_store_explicit(&s->key, key, memory_order_relaxed);
 		tab->used++;
 	}
 	atomic_store_explicit(&t->cur, tab, memory_order_release);
