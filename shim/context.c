@@ -69,20 +69,31 @@ int cg_ctx_device(CUcontext ctx)
 		return last.dev;
 	uintptr_t v = (uintptr_t)cg_table_get(&devices, (uintptr_t)ctx);
 	int dev = v ? (int)v - 1 : query_device(ctx);
-	if (dev >= 0 && !v)
+	if (dev < 0)
+		return dev;
+	if (!v) {
 		cg_table_put(&devices, (uintptr_t)ctx, (void *)(uintptr_t)(dev + 1));
-	if (dev >= 0) {
-		last.ctx = ctx;
-		last.dev = dev;
-		last.epoch = now;
+		/* A destroy since `now` may have come before the put: the
+		 * answer may be about a dead context whose handle will come
+		 * back for another device.  Take it out again (a later launch
+		 * asks the driver anew). */
+		if (atomic_load(&epoch) != now)
+			cg_table_del(&devices, (uintptr_t)ctx);
 	}
+	last.ctx = ctx;
+	last.dev = dev;
+	last.epoch = now;
 	return dev;
 }
 
+/* The epoch moves before the entry goes, so a racing cg_ctx_device that
+ * stores after the removal sees it moved; and after, so an answer read
+ * from the table in between is not kept as current. */
 void cg_ctx_forget(CUcontext ctx)
 {
+	atomic_fetch_add(&epoch, 1);
 	cg_table_del(&devices, (uintptr_t)ctx);
-	atomic_fetch_add_explicit(&epoch, 1, memory_order_acq_rel);
+	atomic_fetch_add(&epoch, 1);
 }
 
 void cg_context_reset(void)

@@ -393,6 +393,46 @@ START_TEST(context_handle_reused_on_another_device)
 }
 END_TEST
 
+/* Another thread destroys a context, and a new one on device 1 takes its
+ * handle, between the driver's answer about the old context's device and
+ * ctxguard's note of it: the note must not outlive the destroy. */
+static CUcontext replaced;
+
+static void replace_context(void *old)
+{
+	CUdevice d1;
+	ck_assert_int_eq(cuCtxDestroy((CUcontext)old), CUDA_SUCCESS);
+	ck_assert_int_eq(cuDeviceGet(&d1, 1), CUDA_SUCCESS);
+	ck_assert_int_eq(cuCtxCreate(&replaced, NULL, 0, d1), CUDA_SUCCESS);
+}
+
+START_TEST(context_destroyed_while_its_device_is_asked)
+{
+	setup();
+	/* Device 1's memory, recorded as such before any of this. */
+	CUdeviceptr there = dev_alloc(1);
+	CUtensorMap t = tmap_over(there);
+	void *params[] = {&there, &there, &t, &t};
+	CUcontext a;
+	CUdevice d0;
+	CUmodule mod;
+	CUfunction k;
+	ck_assert_int_eq(cuDeviceGet(&d0, 0), CUDA_SUCCESS);
+	ck_assert_int_eq(cuCtxCreate(&a, NULL, 0, d0), CUDA_SUCCESS);
+	/* Recording the load asks for a's device; by the time the driver
+	 * has answered, a is gone and its handle is device 1's. */
+	fake_after_next("cuCtxGetDevice", replace_context, a);
+	ck_assert_int_eq(cuModuleLoadData(&mod, image), CUDA_SUCCESS);
+	ck_assert_msg(replaced == a, "the fake did not reuse the context handle");
+	ck_assert_int_eq(cuModuleLoadData(&mod, image), CUDA_SUCCESS);
+	ck_assert_int_eq(cuModuleGetFunction(&k, mod, EXPERT), CUDA_SUCCESS);
+	CUresult rc = cuLaunchKernel(k, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL);
+	const char *s = NULL;
+	cuGetErrorString(rc, &s);
+	ck_assert_msg(rc == CUDA_SUCCESS, "device 1's own operands refused: %s", s ? s : "(null)");
+}
+END_TEST
+
 /* A graph node of a CUkernel runs in its ctx field's context: its operands
  * are checked against that context's device when the node is added. */
 START_TEST(graph_kernel_node_in_its_context)
@@ -521,6 +561,7 @@ int main(void)
 	tcase_add_test(t, silent_crossing_is_stopped_before_it_runs);
 	tcase_add_test(t, types_from_the_demangled_name);
 	tcase_add_test(t, context_handle_reused_on_another_device);
+	tcase_add_test(t, context_destroyed_while_its_device_is_asked);
 	tcase_add_test(t, graph_kernel_node_in_its_context);
 	tcase_add_loop_test(t, summary_names_the_address_word, 0, 3);
 	tcase_add_test(t, allocation_map_without_its_tag_array);

@@ -60,6 +60,17 @@ void fake_set_initialized(void);
 
 /* Pending failure injected for `api` (any variant of it), consumed; CUDA_SUCCESS if none. */
 CUresult fake_take_injected(const char *api);
+/* The hook of fake_after_next, if it is for `api`: due on this thread
+ * (under the lock); fake_run_after runs it (after the unlock, when
+ * fake_due.fn is set: every call leaves through that test). */
+struct fake_due {
+	void (*fn)(void *);
+	void *arg;
+};
+extern bool fake_after_armed; /* a hook waits for its call (under the lock) */
+extern _Thread_local struct fake_due fake_due __attribute__((tls_model("initial-exec")));
+void fake_take_after(const char *api);
+void fake_run_after(void);
 
 /* ---- growable arrays and object pools (pool.c) ---- */
 

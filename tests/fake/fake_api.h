@@ -78,6 +78,12 @@ void fake_reset(void);
  * counts) returns `rc` without doing anything. Calls queue up; at most 32 pending. */
 void fake_fail_next(const char *api, CUresult rc);
 
+/* After the next call of `api` (any variant) has done its work, and before
+ * it returns to its caller, fn(arg) runs on the calling thread: a
+ * deterministic stand-in for another thread acting in that window.  One
+ * hook at a time; fake_reset drops it. */
+void fake_after_next(const char *api, void (*fn)(void *), void *arg);
+
 /* Global address recorded for a tensor map made by cuTensorMapEncode* or
  * cuTensorMapReplaceAddress; returns 0 for bytes the fake never produced. */
 int fake_tensor_map_address(const CUtensorMap *map, CUdeviceptr *addr);

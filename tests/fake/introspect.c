@@ -65,6 +65,45 @@ void fake_fail_next(const char *api, CUresult rc)
 	fake_unlock();
 }
 
+/* One hook to run after a call; moved to the calling thread when the call
+ * enters, run by it as the call leaves, outside the lock. */
+static struct {
+	char api[128];
+	void (*fn)(void *);
+	void *arg;
+} after;
+bool fake_after_armed;
+_Thread_local struct fake_due fake_due __attribute__((tls_model("initial-exec")));
+
+void fake_after_next(const char *api, void (*fn)(void *), void *arg)
+{
+	if (!api || strlen(api) >= sizeof(after.api))
+		return;
+	fake_lock();
+	snprintf(after.api, sizeof(after.api), "%s", api);
+	after.fn = fn;
+	after.arg = arg;
+	fake_after_armed = fn != NULL;
+	fake_unlock();
+}
+
+void fake_take_after(const char *api)
+{
+	if (!variant_of(api, after.api))
+		return;
+	fake_due.fn = after.fn;
+	fake_due.arg = after.arg;
+	after.fn = NULL;
+	fake_after_armed = false;
+}
+
+void fake_run_after(void)
+{
+	void (*fn)(void *) = fake_due.fn;
+	fake_due.fn = NULL;
+	fn(fake_due.arg);
+}
+
 void fake_get_stats(struct fake_stats *out)
 {
 	fake_lock();
@@ -88,6 +127,8 @@ void fake_reset(void)
 	memset(&fake_counters, 0, sizeof(fake_counters));
 	memset(&last, 0, sizeof(last));
 	have_last = false;
+	after.fn = NULL;
+	fake_after_armed = false;
 	ninjected = 0;
 	fake_unlock();
 }

@@ -48,11 +48,15 @@ CUresult fake_enter(const char *api, bool need_init)
 		need_init && !initialized ? CUDA_ERROR_NOT_INITIALIZED : fake_take_injected(api);
 	if (rc != CUDA_SUCCESS)
 		fake_unlock();
+	else if (fake_after_armed)
+		fake_take_after(api);
 	return rc;
 }
 
 CUresult fake_leave(CUresult rc)
 {
 	fake_unlock();
+	if (fake_due.fn)
+		fake_run_after();
 	return rc;
 }
