@@ -14,10 +14,10 @@
 #include "table.h"
 
 #define CG_EXPORT __attribute__((visibility("default")))
-/* For code that runs while a sanitizer runtime is still initialising. */
 /* Static TLS: the launch path reads it, and a general-dynamic access would
  * be a __tls_get_addr call each time. */
 #define CG_TLS __attribute__((tls_model("initial-exec")))
+/* For code that runs while a sanitizer runtime is still initialising. */
 #define CG_NO_SANITIZE __attribute__((no_sanitize("address", "undefined"), no_sanitize_thread))
 #define CG_LIKELY(x) __builtin_expect(!!(x), 1)
 #define CG_UNLIKELY(x) __builtin_expect(!!(x), 0)
