@@ -100,10 +100,15 @@ static void forget(uintptr_t base)
 		unmark(base, v >> 8);
 }
 
+/* Device d's tag; 0 for no device (or one past what a tag can name). */
+static int tag_of_device(int d)
+{
+	return d >= 0 && d < TAG_ANY - 1 ? d + 1 : 0;
+}
+
 static int tag_of_ctx(CUcontext ctx)
 {
-	int d = cg_ctx_device(ctx);
-	return d >= 0 && d < TAG_ANY - 1 ? d + 1 : 0;
+	return tag_of_device(cg_ctx_device(ctx));
 }
 
 /* What the driver says about an address nobody told us about; the answer
@@ -124,11 +129,11 @@ static int ask_driver(uintptr_t a)
 		atomic_store_explicit(&negative[g % NEG], g + 1, memory_order_relaxed);
 		return CG_MEM_NONE;
 	}
-	int tag = managed ? TAG_ANY : ordinal >= 0 && ordinal < TAG_ANY - 1 ? ordinal + 1 : 0;
+	int tag = managed ? TAG_ANY : tag_of_device(ordinal);
 	if (!tag)
 		return CG_MEM_NONE;
 	mark(g << SHIFT, (size_t)1 << SHIFT, tag);
-	return tag == TAG_ANY ? CG_MEM_ANY : tag - 1;
+	return cg_mem_tag_device(tag);
 }
 
 int cg_mem_device_unmapped(uintptr_t a, CUstream stream)
@@ -136,7 +141,7 @@ int cg_mem_device_unmapped(uintptr_t a, CUstream stream)
 	if (!atomic_load_explicit(&cg_granule_tags, memory_order_acquire)) {
 		uintptr_t v = (uintptr_t)cg_table_get(&granules, a >> SHIFT);
 		if (v)
-			return (v & 255) == TAG_ANY ? CG_MEM_ANY : (int)(v & 255) - 1;
+			return cg_mem_tag_device((int)(v & 255));
 	}
 	if (atomic_load_explicit(&negative[(a >> SHIFT) % NEG], memory_order_relaxed) ==
 	    (a >> SHIFT) + 1)
@@ -164,11 +169,12 @@ void cg_memory_reset(void)
 static int pool_tag(CUdeviceptr p, CUstream s)
 {
 	int ordinal = -1;
-	return p && cg_call.cuPointerGetAttribute &&
-			       cg_call.cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
-							     p) == CUDA_SUCCESS && ordinal >= 0
-		       ? ordinal + 1
-		       : tag_of_ctx(cg_launch_ctx(s));
+	CUpointer_attribute a = CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL;
+	if (p && cg_call.cuPointerGetAttribute &&
+	    cg_call.cuPointerGetAttribute(&ordinal, a, p) != CUDA_SUCCESS)
+		ordinal = -1;
+	int tag = tag_of_device(ordinal);
+	return tag ? tag : tag_of_ctx(cg_launch_ctx(s));
 }
 
 CG_AFTER(cuMemAlloc, remember(CG_OUT(dptr), bytesize, tag_of_ctx(cg_current_ctx())))
@@ -196,11 +202,10 @@ static void created(const CUmemGenericAllocationHandle *handle, const CUmemAlloc
 {
 	if (!handle || !prop || !*handle)
 		return;
-	int tag = prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE && prop->location.id >= 0 &&
-			  prop->location.id < TAG_ANY - 1
-		  ? prop->location.id + 1
-		  : TAG_ANY;
-	cg_table_put(&handles, (uintptr_t)*handle, (void *)(uintptr_t)tag);
+	/* Memory on no one device (host, host NUMA) every device reaches. */
+	int tag = prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE
+			  ? tag_of_device(prop->location.id) : 0;
+	cg_table_put(&handles, (uintptr_t)*handle, (void *)(uintptr_t)(tag ? tag : TAG_ANY));
 }
 
 /* An imported handle is unknown here; the fallback learns its range. */

@@ -214,6 +214,11 @@ extern _Atomic(cg_tag *) cg_granule_tags;
 /* An address with no tag: the table (if the tags could not be reserved),
  * the negative cache, then the driver. */
 int cg_mem_device_unmapped(uintptr_t a, CUstream stream);
+/* What a tag says: the device, or CG_MEM_ANY. */
+static inline int cg_mem_tag_device(int tag)
+{
+	return tag == CG_MEM_TAG_ANY ? CG_MEM_ANY : tag - 1;
+}
 /* Device holding address a, CG_MEM_ANY (managed, host-mapped) or
  * CG_MEM_NONE (not device memory).  Inline, lock-free: one load for any
  * address inside known memory. */
@@ -226,7 +231,7 @@ static inline int cg_mem_device(uintptr_t a, CUstream stream)
 	cg_tag *tags = atomic_load_explicit(&cg_granule_tags, memory_order_acquire);
 	int tag = tags ? atomic_load_explicit(&tags[a >> CG_MEM_SHIFT], memory_order_relaxed) : 0;
 	if (CG_LIKELY(tag))
-		return tag == CG_MEM_TAG_ANY ? CG_MEM_ANY : tag - 1;
+		return cg_mem_tag_device(tag);
 	return cg_mem_device_unmapped(a, stream);
 }
 void cg_memory_reset(void);
