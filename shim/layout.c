@@ -88,31 +88,38 @@ static int typed_params(const char *name, uint16_t *kinds, int max)
 
 static const struct cg_layout *build(const struct cg_fn *fn)
 {
-	uint16_t typed[MAX_TYPED];
-	int ntyped = typed_params(fn->demangled, typed, MAX_TYPED);
-	size_t nparams = 0, o, size;
-	while (nparams < MAX_PARAMS && param_info(fn, nparams, &o, &size) == CUDA_SUCCESS)
-		nparams++;
-	/* Types that do not line up with the driver's list are not trusted. */
-	if (ntyped >= 0 && (size_t)ntyped != nparams)
-		ntyped = -1;
-	uint16_t idx[64];
-	uint16_t kind[64];
-	uint32_t off[64];
+	/* Room for as many as a typed list can name (below). */
+	uint16_t idx[MAX_TYPED];
+	uint16_t kind[MAX_TYPED];
+	uint32_t off[MAX_TYPED];
 	unsigned n = 0;
-	for (size_t i = 0; i < nparams && param_info(fn, i, &o, &size) == CUDA_SUCCESS; i++) {
+	size_t nparams = 0, o, size;
+	for (; nparams < MAX_PARAMS && param_info(fn, nparams, &o, &size) == CUDA_SUCCESS; nparams++) {
 		/* No alignment test for tensor maps: on H200 the driver puts
 		 * them at offsets 112, 240, ... (128-aligned in the constant
 		 * bank, which starts at 0x210), not at the host type's 64. */
 		int k = size == sizeof(void *) ? CG_P_PTR : size == sizeof(CUtensorMap) ? CG_P_TMAP : 0;
-		if (ntyped >= 0 && typed[i] != k)
-			k = 0;
 		if (!k || n == sizeof idx / sizeof idx[0])
 			continue;
-		idx[n] = (uint16_t)i;
+		idx[n] = (uint16_t)nparams;
 		kind[n] = (uint16_t)k;
 		off[n] = (uint32_t)o;
 		n++;
+	}
+	/* Types that line up with the driver's list (at most MAX_TYPED
+	 * parameters, so none was left out above) keep only the parameters
+	 * whose type agrees; types that do not line up are not trusted. */
+	uint16_t typed[MAX_TYPED];
+	if (typed_params(fn->demangled, typed, MAX_TYPED) == (int)nparams) {
+		unsigned kept = 0;
+		for (unsigned i = 0; i < n; i++)
+			if (typed[idx[i]] == kind[i]) {
+				idx[kept] = idx[i];
+				kind[kept] = kind[i];
+				off[kept] = off[i];
+				kept++;
+			}
+		n = kept;
 	}
 	if (!n)
 		return &empty;
