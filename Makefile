@@ -12,13 +12,30 @@ PREFIX  ?= /usr/local
 VERSION := 0.1.0
 SAN     ?=
 OPT     ?= -O2
+# Warnings never break a user's build: whatever compiler, distribution or
+# _FORTIFY_SOURCE default they have.  Developers and CI build with WERROR=1.
+WERROR  ?=
+WERROR_FLAG := $(if $(filter 1,$(WERROR)),-Werror)
+# Extra compiler flags for every C file (CI: -D_FORTIFY_SOURCE=2).
+EXTRA_CFLAGS ?=
+
 # Link-time optimisation lets the compiler inline each family's handler and
 # the launch check into the exported wrapper: a third fewer instructions on
-# every launch (bench/hotpath.sh).  LTO= builds without it.
-LTO     ?= -flto=auto
+# every launch (bench/hotpath.sh).  It needs a compiler driver whose LTO
+# plugin the system linker can run, so a tiny try-link decides; LTO= builds
+# without it.
+ifeq ($(origin LTO),undefined)
+lto_try = $(shell d=$$(mktemp -d) && printf 'int f(void){return 0;}\n' >$$d/t.c && \
+	$(CC) $(1) -O2 -fPIC -shared -o $$d/t.so $$d/t.c >/dev/null 2>&1 && echo $(1); rm -rf $$d)
+LTO := $(or $(call lto_try,-flto=auto),$(call lto_try,-flto))
+ifeq ($(LTO),)
+$(info ctxguard: $(CC) cannot link with -flto here; building without link-time optimisation)
+endif
+endif
+export LTO
 
-CFLAGS  = -std=c11 -D_GNU_SOURCE $(OPT) $(LTO) -g -fPIC -fvisibility=hidden -Wall -Wextra -Werror \
-          -I$(CUDA)/include $(SAN)
+CFLAGS  = -std=c11 -D_GNU_SOURCE $(OPT) $(LTO) -g -fPIC -fvisibility=hidden -Wall -Wextra \
+          $(WERROR_FLAG) -I$(CUDA)/include $(SAN) $(EXTRA_CFLAGS)
 LDFLAGS_SAN = $(SAN)
 
 POLICY_SRC := $(wildcard policy/*.c)

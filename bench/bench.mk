@@ -14,7 +14,7 @@
 BUILD ?= build
 CUDA ?= /usr/local/cuda
 BENCH_CC ?= $(CC)
-BENCH_CFLAGS ?= -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -O2 -g -fPIC
+BENCH_CFLAGS ?= -std=c11 -D_GNU_SOURCE -Wall -Wextra $(WERROR_FLAG) -O2 -g -fPIC $(EXTRA_CFLAGS)
 
 $(BUILD)/bench/launch_overhead: bench/launch_overhead.c
 	@mkdir -p $(@D)
@@ -37,6 +37,13 @@ $(BUILD)/bench/hotpath: bench/hotpath.c $(FAKE_LIB)
 	$(BENCH_CC) $(BENCH_CFLAGS) -I$(CUDA)/include -o $@ $< -L$(BUILD)/fake -l:libcuda.so.1 \
 	    -Wl,-rpath,'$$ORIGIN/../fake'
 
+# Both builds are counted: with link-time optimisation (when the compiler
+# can, the default) and without it (what a compiler that cannot gets).
 .PHONY: bench-hotpath
 bench-hotpath: $(BUILD)/bench/hotpath $(LIB)
+	$(MAKE) --no-print-directory BUILD=$(BUILD)/nolto LTO= $(BUILD)/nolto/libctxguard.so \
+	    $(BUILD)/nolto/bench/hotpath
+	@echo "with link-time optimisation ($(or $(LTO),not available: same as below)):"
 	bench/hotpath.sh $(BUILD)
+	@echo "without link-time optimisation:"
+	bench/hotpath.sh $(BUILD)/nolto

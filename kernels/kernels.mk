@@ -18,7 +18,7 @@ KERNELS_DEPS := $(wildcard kernels/*.cuh) kernels/gmm_kernels.h
 KERNELS_GENCODE := -gencode=arch=compute_90a,code=sm_90a \
 	-gencode=arch=compute_80,code=sm_80 \
 	-gencode=arch=compute_80,code=compute_80
-KERNELS_NVCCFLAGS := -std=c++17 -O3 --threads 0 -Xptxas -warn-spills -Werror all-warnings
+KERNELS_NVCCFLAGS := -std=c++17 -O3 --threads 0 -Xptxas -warn-spills $(if $(WERROR_FLAG),-Werror all-warnings)
 KERNELS_LDLIBS := -ldl -lpthread
 
 ifneq ($(shell command -v $(NVCC) 2>/dev/null),)
@@ -45,7 +45,7 @@ $(KERNELS_OBJ): CFLAGS += $(KERNELS_CFLAGS)
 $(KERNELS_OBJ): $(wildcard kernels/*.h)
 $(BUILD)/obj/kernels/embed.o: $(KERNELS_FATBIN)
 
-KERNELS_CSTD := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -O2 -g -fPIC
+KERNELS_CSTD := -std=c11 -D_GNU_SOURCE -Wall -Wextra $(WERROR_FLAG) -O2 -g -fPIC $(EXTRA_CFLAGS)
 
 $(BUILD)/kernels/libcg_gmm.so: $(KERNELS_C) $(wildcard kernels/*.h) $(KERNELS_FATBIN)
 	@mkdir -p $(@D)

@@ -25,18 +25,18 @@ static CG_NO_SANITIZE void *hooked(void *p, const char *name)
 typedef void *(*dlsym_fn)(void *, const char *);
 typedef void *(*dlvsym_fn)(void *, const char *, const char *);
 
-__attribute__((optimize("optimize-sibling-calls"))) CG_NO_SANITIZE
+CG_TAIL_CALLER CG_NO_SANITIZE
 CG_EXPORT void *dlsym(void *handle, const char *name)
 {
 	if (handle == RTLD_NEXT)
-		return ((dlsym_fn)cg_real_libc(0))(handle, name);
+		CG_TAIL_CALL return ((dlsym_fn)cg_real_libc(0))(handle, name);
 	return hooked(cg_real_dlsym(handle, name), name);
 }
 
-__attribute__((optimize("optimize-sibling-calls"))) CG_NO_SANITIZE
+CG_TAIL_CALLER CG_NO_SANITIZE
 CG_EXPORT void *dlvsym(void *handle, const char *name, const char *version)
 {
 	if (handle == RTLD_NEXT)
-		return ((dlvsym_fn)cg_real_libc(1))(handle, name, version);
+		CG_TAIL_CALL return ((dlvsym_fn)cg_real_libc(1))(handle, name, version);
 	return hooked(cg_real_dlvsym(handle, name, version), name);
 }

@@ -56,17 +56,32 @@ static int log_fd = -1;
 static int status_fd_open;
 static char status_path[4096];
 
-static void write_all(int fd, const char *s, size_t n)
+/* A record is one writev, so concurrent threads' lines never interleave
+ * while the kernel writes it whole; a signal or a full disk may cut it short,
+ * and then the rest follows (the line may interleave, but is not lost).
+ * False when the record could not be written entirely. */
+static int write_vec(int fd, struct iovec *v, int n)
 {
 	while (n) {
-		ssize_t w = write(fd, s, n);
+		ssize_t w = writev(fd, v, n);
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w <= 0)
-			return;
-		s += w;
-		n -= (size_t)w;
+			return 0;
+		for (; n && (size_t)w >= v->iov_len; v++, n--)
+			w -= (ssize_t)v->iov_len;
+		if (n) {
+			v->iov_base = (char *)v->iov_base + w;
+			v->iov_len -= (size_t)w;
+		}
 	}
+	return 1;
+}
+
+static void write_all(int fd, const char *s, size_t n)
+{
+	struct iovec v = {(void *)s, n};
+	write_vec(fd, &v, 1);
 }
 
 void cg_write_stderr(const char *s)
@@ -118,7 +133,8 @@ void cg_log_line(const char *json)
 		return;
 	size_t n = strlen(json);
 	struct iovec v[2] = {{(void *)json, n}, {"\n", 1}};
-	writev(log_fd, v, 2);
+	if (!write_vec(log_fd, v, 2))
+		cg_count(CG_C_LOG_LOST);
 }
 
 void cg_log_event(const char *event, const char *fmt, ...)
@@ -208,12 +224,17 @@ void cg_report_summary(void)
 		     "\"modules\":%zu,\"functions\":%zu,\"experts\":%zu,\"launches\":%lu,"
 		     "\"crossings\":{\"abort\":%lu,\"error\":%lu,\"warn\":%lu,\"off\":%lu},"
 		     "\"hooked_by_dlsym\":%lu,\"hooked_by_getprocaddress\":%lu,"
-		     "\"tensor_map_address_word\":%d,\"calls\":{%s}",
+		     "\"tensor_map_address_word\":%d,\"log_records_lost\":%lu,\"calls\":{%s}",
 		     mods, fns, experts, launches, a, e, w, o, total(CG_C_HOOKED_DLSYM),
-		     total(CG_C_HOOKED_PROCADDR), cg_tmap_address_word(), calls);
+		     total(CG_C_HOOKED_PROCADDR), cg_tmap_address_word(), total(CG_C_LOG_LOST),
+		     calls);
 	if (!cg_policy->quiet)
 		cg_stderr("ctxguard: pid %ld: %zu modules, %zu functions tracked (%zu expert), "
 			  "%lu launches checked, %lu crossings (abort %lu, error %lu, warn %lu, "
 			  "off %lu)\n",
 			  (long)getpid(), mods, fns, experts, launches, a + e + w + o, a, e, w, o);
+	unsigned long lost = total(CG_C_LOG_LOST);
+	if (lost)
+		cg_stderr("ctxguard: pid %ld: %lu log record%s could not be written to %s\n",
+			  (long)getpid(), lost, lost == 1 ? "" : "s", cg_policy->log_path);
 }

@@ -19,6 +19,16 @@
 #define CG_TLS __attribute__((tls_model("initial-exec")))
 /* For code that runs while a sanitizer runtime is still initialising. */
 #define CG_NO_SANITIZE __attribute__((no_sanitize("address", "undefined"), no_sanitize_thread))
+/* A call that must stay a tail call, so the callee sees our caller's return
+ * address (dlsym's RTLD_NEXT): gcc is told to optimise sibling calls in the
+ * function, clang that the return statement is one. */
+#ifdef __clang__
+#define CG_TAIL_CALLER
+#define CG_TAIL_CALL __attribute__((musttail))
+#else
+#define CG_TAIL_CALLER __attribute__((optimize("optimize-sibling-calls")))
+#define CG_TAIL_CALL
+#endif
 #define CG_LIKELY(x) __builtin_expect(!!(x), 1)
 #define CG_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define CG_EXPAND(...) __VA_ARGS__
@@ -310,7 +320,7 @@ const char *cg_error_message(CUresult code);
 
 enum cg_counter {
 	CG_C_LAUNCHES, CG_C_CROSS_ABORT, CG_C_CROSS_ERROR, CG_C_CROSS_WARN,
-	CG_C_CROSS_OFF, CG_C_HOOKED_DLSYM, CG_C_HOOKED_PROCADDR, CG_NCOUNTERS
+	CG_C_CROSS_OFF, CG_C_HOOKED_DLSYM, CG_C_HOOKED_PROCADDR, CG_C_LOG_LOST, CG_NCOUNTERS
 };
 void cg_count(enum cg_counter c);            /* sharded, no shared cache line */
 unsigned long cg_counter_total(enum cg_counter c);

@@ -181,6 +181,16 @@ START_TEST(warn_reports_and_launches)
 }
 END_TEST
 
+/* A record the log cannot take (a full disk) is counted and said, not
+ * silently dropped. */
+START_TEST(lost_log_records_are_reported)
+{
+	scenario("warn", "dlsym", "data", "launch", "cross", "expert", "CTXGUARD_LOG=/dev/full");
+	ck_assert_msg(exited(&r, 3), "%s%s", r.out, r.err);
+	ck_assert_msg(strstr(r.err, "log records could not be written to /dev/full"), "%s", r.err);
+}
+END_TEST
+
 START_TEST(off_is_silent)
 {
 	scenario("off", "dlsym", "data", "launch", "cross", "expert", NULL);
@@ -320,6 +330,7 @@ static Suite *suite(void)
 	tcase_add_test(t, abort_prints_message_first);
 	tcase_add_test(t, abort_is_the_default);
 	tcase_add_test(t, warn_reports_and_launches);
+	tcase_add_test(t, lost_log_records_are_reported);
 	tcase_add_test(t, off_is_silent);
 	tcase_add_test(t, scope_decides_for_other_kernels);
 	tcase_add_test(t, summary_line_at_exit);

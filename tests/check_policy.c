@@ -847,17 +847,17 @@ START_TEST(test_match_deepgemm)
 		{"sm100_bf16_gemm_impl<0u>", NULL},
 	};
 	static const char *const modules[] = {
-		"/root/.deep_gemm/cache/kernel.sm90_m_grouped_bf16_gemm_contiguous"
-		".4f2a9c0d1e3b5a7c/kernel.cubin",
+		("/root/.deep_gemm/cache/kernel.sm90_m_grouped_bf16_gemm_contiguous"
+		 ".4f2a9c0d1e3b5a7c/kernel.cubin"),
 		"/home/u/.deep_gemm/cache/kernel.sm90_bf16_gemm.0123/kernel.cubin",
 		/* DG_JIT_CACHE_DIR=/scratch/dg */
 		"/scratch/dg/cache/kernel.sm100_fp8_gemm_1d1d.89ab/kernel.cubin",
 	};
 	static const char *const others[] = {
-		"sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_"
-		"warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas",
-		"sm100_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize256x128x64_"
-		"cluster2x1x1_execute_segment_k_off_kernel__5x_cublas",
+		("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_"
+		 "warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas"),
+		("sm100_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize256x128x64_"
+		 "cluster2x1x1_execute_segment_k_off_kernel__5x_cublas"),
 		"_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctor"
 		"IfEESt5arrayIPcLm1EEEEviT0_T1_",
 		"void at::native::(anonymous namespace)::grouped_mm_kernel<float>()",
