@@ -33,7 +33,7 @@ if [ "$what" != bench ]; then
 	status=$?
 fi
 if [ "$what" != test ]; then
-	timeout 240 python3 bench/bench_grouped_mm.py 2>&1 | tee "$OUT/bench.log" || status=1
+	timeout 480 python3 bench/bench_grouped_mm.py 2>&1 | tee "$OUT/bench.log" || status=1
 fi
 if [ -n "${NCU_SHAPES:-}" ] && command -v ncu >/dev/null; then
 	IFS=';' read -ra shapes <<<"$NCU_SHAPES"
