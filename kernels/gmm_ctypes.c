@@ -52,32 +52,20 @@ static int run_flat(int form, uint64_t stream, int dtype, int b_layout, unsigned
 	return cg_gmm_run(NULL, (CUstream)(uintptr_t)stream, &p, form);
 }
 
-CG_GMM_EXPORT int ctxguard_gmm_offs(uint64_t stream, int dtype, int b_layout, unsigned flags, uint64_t a,
-				    uint64_t b, uint64_t d, uint64_t offs, uint64_t sfa, uint64_t sfb,
-				    int64_t sfa_stride_m, int64_t sfa_stride_k, int64_t m, int64_t n, int64_t k,
-				    int64_t g)
-{
-	return run_flat(CG_GMM_FORM_OFFS, stream, dtype, b_layout, flags, a, b, d, offs, sfa, sfb, sfa_stride_m,
-			sfa_stride_k, 0, m, n, k, g);
-}
-
-CG_GMM_EXPORT int ctxguard_gmm_contiguous(uint64_t stream, int dtype, int b_layout, unsigned flags, uint64_t a,
-					  uint64_t b, uint64_t d, uint64_t layout, uint64_t sfa, uint64_t sfb,
-					  int64_t sfa_stride_m, int64_t sfa_stride_k, int64_t m, int64_t n,
-					  int64_t k, int64_t g)
-{
-	return run_flat(CG_GMM_FORM_CONTIGUOUS, stream, dtype, b_layout, flags, a, b, d, layout, sfa, sfb,
-			sfa_stride_m, sfa_stride_k, 0, m, n, k, g);
-}
-
-CG_GMM_EXPORT int ctxguard_gmm_psum(uint64_t stream, int dtype, int b_layout, unsigned flags, uint64_t a,
-				    uint64_t b, uint64_t d, uint64_t offs, uint64_t sfa, uint64_t sfb,
-				    int64_t sfa_stride_m, int64_t sfa_stride_k, int64_t m, int64_t n, int64_t k,
-				    int64_t g)
-{
-	return run_flat(CG_GMM_FORM_PSUM, stream, dtype, b_layout, flags, a, b, d, offs, sfa, sfb, sfa_stride_m,
-			sfa_stride_k, 0, m, n, k, g);
-}
+/* The forms whose entry points share one signature (ctxguard_gmm_flat_fn). */
+#define CG_GMM_FLAT(name, form)                                                                                \
+	CG_GMM_EXPORT int ctxguard_gmm_##name(uint64_t stream, int dtype, int b_layout, unsigned flags, uint64_t a, \
+					      uint64_t b, uint64_t d, uint64_t index, uint64_t sfa, uint64_t sfb,   \
+					      int64_t sfa_stride_m, int64_t sfa_stride_k, int64_t m, int64_t n,     \
+					      int64_t k, int64_t g)                                                 \
+	{                                                                                                      \
+		return run_flat(form, stream, dtype, b_layout, flags, a, b, d, index, sfa, sfb, sfa_stride_m,  \
+				sfa_stride_k, 0, m, n, k, g);                                                  \
+	}
+CG_GMM_FLAT(offs, CG_GMM_FORM_OFFS)
+CG_GMM_FLAT(contiguous, CG_GMM_FORM_CONTIGUOUS)
+CG_GMM_FLAT(psum, CG_GMM_FORM_PSUM)
+#undef CG_GMM_FLAT
 
 CG_GMM_EXPORT int ctxguard_gmm_masked(uint64_t stream, int dtype, int b_layout, unsigned flags, uint64_t a,
 				      uint64_t b, uint64_t d, uint64_t masked_m, uint64_t sfa, uint64_t sfb,

@@ -123,21 +123,14 @@ const char *cg_gmm_last_error(void);
  * problem from its arguments and returns cg_gmm_FORM()'s result; index is
  * offs, layout or masked_m as that form reads it. */
 int ctxguard_gmm_init_default(void);
-int ctxguard_gmm_offs(uint64_t stream, int dtype, int b_layout, unsigned flags,
-		      uint64_t a, uint64_t b, uint64_t d, uint64_t offs,
-		      uint64_t sfa, uint64_t sfb, int64_t sfa_stride_m,
-		      int64_t sfa_stride_k, int64_t m, int64_t n, int64_t k,
-		      int64_t g);
-int ctxguard_gmm_contiguous(uint64_t stream, int dtype, int b_layout,
-			    unsigned flags, uint64_t a, uint64_t b, uint64_t d,
-			    uint64_t layout, uint64_t sfa, uint64_t sfb,
-			    int64_t sfa_stride_m, int64_t sfa_stride_k,
-			    int64_t m, int64_t n, int64_t k, int64_t g);
-int ctxguard_gmm_psum(uint64_t stream, int dtype, int b_layout, unsigned flags,
-		      uint64_t a, uint64_t b, uint64_t d, uint64_t offs,
-		      uint64_t sfa, uint64_t sfb, int64_t sfa_stride_m,
-		      int64_t sfa_stride_k, int64_t m, int64_t n, int64_t k,
-		      int64_t g);
+/* offs, contiguous and psum: index = offs, layout and offs respectively */
+typedef int ctxguard_gmm_flat_fn(uint64_t stream, int dtype, int b_layout,
+				 unsigned flags, uint64_t a, uint64_t b,
+				 uint64_t d, uint64_t index, uint64_t sfa,
+				 uint64_t sfb, int64_t sfa_stride_m,
+				 int64_t sfa_stride_k, int64_t m, int64_t n,
+				 int64_t k, int64_t g);
+ctxguard_gmm_flat_fn ctxguard_gmm_offs, ctxguard_gmm_contiguous, ctxguard_gmm_psum;
 int ctxguard_gmm_masked(uint64_t stream, int dtype, int b_layout,
 			unsigned flags, uint64_t a, uint64_t b, uint64_t d,
 			uint64_t masked_m, uint64_t sfa, uint64_t sfb,

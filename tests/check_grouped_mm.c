@@ -10,13 +10,11 @@
 #include "../kernels/grouped_mm.h"
 #include "suite.h"
 
-typedef int (*psum_fn)(uint64_t, int, int, unsigned, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t,
-		       uint64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t);
 typedef int (*masked_fn)(uint64_t, int, int, unsigned, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t,
 			 uint64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t);
 typedef const char *(*error_fn)(void);
 
-static psum_fn psum;
+static ctxguard_gmm_flat_fn *psum;
 static masked_fn masked;
 static error_fn last_error;
 
