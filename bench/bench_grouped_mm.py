@@ -11,7 +11,8 @@ HF weights as a transposed view), with CUDA-event medians:
             per-expert loop of torch.mm);
   balanced  expert sizes 0.7-1.3x the mean, each padded to 128 rows (what
             DeepGEMM's contiguous layout takes); ours through the contiguous
-            form (grouped_layout, -1 padding rows), torch on the padded offs.
+            form (grouped_layout, -1 padding rows) and, on the same rows, the
+            psum form (each group's end row), torch on the padded offs.
 TF/s count the routed rows only (not padding), as DeepGEMM's tables do; %BW
 is the fewest bytes a kernel must move (routed A rows, used B, D) over the
 measured copy bandwidth.  Masked decode: A [G, max_m, K], masked_m uniform in
@@ -109,6 +110,7 @@ class Routing:
         if kind == "uniform":
             self.form, self.index = "offs", self.torch_offs
             self.valid = torch.ones(self.m, dtype=torch.bool, device="cuda")
+            self.psum = None
         else:
             ids = torch.repeat_interleave(torch.arange(len(counts)), sizes)
             starts = sizes.cumsum(0) - sizes
@@ -117,6 +119,7 @@ class Routing:
             self.form = "contiguous"
             self.index = torch.where(keep, ids, torch.full_like(ids, -1)).to(torch.int32).cuda()
             self.valid = keep.cuda()
+            self.psum = (starts + counts).to(torch.int32).cuda()  # starts are multiples of 128
 
 
 def call_ours(lib, form, dtype, a, w, d, index, sfa, sfb, m, n, k, g):
@@ -174,6 +177,16 @@ def bench_shape(lib, shape, kind, with_loop):
     ref, got = torch_gmm(0)[rt.valid].float(), sets[0][2][rt.valid].float()
     r["rel"] = ((got - ref).norm() / ref.norm()).item()
     r["bytes_bf16"] = 2.0 * (rt.routed * k + rt.used * n * k + rt.routed * n)
+    if rt.psum is not None:
+        def ours_psum(i):
+            a, w, d = sets[i]
+            call_ours(lib, "psum", BF16, a, w, d, rt.psum, None, None, rt.m, n, k, e)
+
+        r["psum"] = median_ms(ours_psum, 30)
+        sets[0][2].fill_(float("nan"))  # what contiguous wrote must not count for psum
+        ours_psum(0)
+        got = sets[0][2][rt.valid].float()
+        r["rel_psum"] = ((got - ref).norm() / ref.norm()).item()
     del sets
 
     fsets = fp8_sets(rt.m, e, k, n)
@@ -183,6 +196,12 @@ def bench_shape(lib, shape, kind, with_loop):
         call_ours(lib, rt.form, FP8, aq, wq, d, rt.index, sa, sb, rt.m, n, k, e)
 
     r["fp8"] = median_ms(ours_fp8, 30)
+    if rt.psum is not None:
+        def ours_fp8_psum(i):
+            aq, sa, wq, sb, d = fsets[i]
+            call_ours(lib, "psum", FP8, aq, wq, d, rt.psum, sa, sb, rt.m, n, k, e)
+
+        r["fp8_psum"] = median_ms(ours_fp8_psum, 30)
     kb, nb = (k + 127) // 128, (n + 127) // 128
     r["bytes_fp8"] = rt.routed * k + rt.used * n * k + 2.0 * rt.routed * n + 4.0 * (rt.routed * kb + rt.used * nb * kb)
     del fsets
@@ -248,6 +267,14 @@ def report(results, masked, bw):
                      "%.0f" % (fl / r["torch"] / 1e9), "%.2fx" % (r["torch"] / r["bf16"]),
                      "%.3f" % r["loop"] if r["loop"] else "-", "%.3f" % r["fp8"], "%.0f" % (fl / r["fp8"] / 1e9),
                      pct(r["bytes_fp8"], r["fp8"], bw), "%.2fx" % (r["bf16"] / r["fp8"]), "%.1e" % r["rel"]))
+    psum = [r for r in results if "psum" in r]
+    if psum:
+        print()
+        pfmt = "%-24s %14s %8s %8s %14s %8s"
+        print(pfmt % ("balanced, psum form", "contiguous ms", "psum ms", "rel", "fp8 contig ms", "psum ms"))
+        for r in psum:
+            print(pfmt % (r["name"], "%.3f" % r["bf16"], "%.3f" % r["psum"], "%.1e" % r["rel_psum"],
+                          "%.3f" % r["fp8"], "%.3f" % r["fp8_psum"]))
     if masked:
         print()
         mfmt = "%-46s %6s %5s %6s %8s %5s %5s %8s %10s %8s %5s %5s"

@@ -29,7 +29,7 @@ fi
 
 status=0
 if [ "$what" != bench ]; then
-	timeout 240 python3 tests/gpu/test_grouped_mm.py 2>&1 | tee "$OUT/test.log"
+	timeout 400 python3 tests/gpu/test_grouped_mm.py 2>&1 | tee "$OUT/test.log"
 	status=$?
 fi
 if [ "$what" != test ]; then
