@@ -1,13 +1,28 @@
 #!/usr/bin/env python3
-"""Benchmark of the bundled grouped_mm kernels on the seven DESIGN.md shapes.
+"""Benchmark of the bundled grouped_mm kernels on the seven DESIGN.md shapes,
+in two routings, plus masked decode.
 
 One run, one GPU: measures the bf16 matrix ceiling (8192^3 torch.mm) and the
-copy bandwidth, then for each shape (fresh random routing, two rotating input
-sets, L2 refilled with unrelated clean lines before each timed call) times ours (bf16, B[G,N,K]),
-torch._grouped_mm (the same HF weights, transposed view) and a per-expert
-loop of torch.mm, with CUDA-event medians; fp8 (1x128 / 128x128 scales) on the
-prefill shapes.  Prints TF/s, the fraction of the measured copy bandwidth
-that the fewest bytes moved would take, and our speedup over torch.
+copy bandwidth, then for each shape and routing times ours in bf16 and fp8
+(1x128 / 128x128 scales, B [G,N,K]) against torch._grouped_mm (bf16, the same
+HF weights as a transposed view), with CUDA-event medians:
+  uniform   each row picks an expert uniformly at random; ours through the
+            offs form, torch on the same offs (plus, on this routing, a
+            per-expert loop of torch.mm);
+  balanced  expert sizes 0.7-1.3x the mean, each padded to 128 rows (what
+            DeepGEMM's contiguous layout takes); ours through the contiguous
+            form (grouped_layout, -1 padding rows) and, on the same rows, the
+            psum form (each group's end row), torch on the padded offs.
+TF/s count the routed rows only (not padding), as DeepGEMM's tables do; %BW
+is the fewest bytes a kernel must move (routed A rows, used B, D) over the
+measured copy bandwidth.  Masked decode: A [G, max_m, K], masked_m uniform in
+a range, ours through the masked form against torch._grouped_mm batched over
+all max_m rows (what a caller without a masked kernel runs).
+
+L2 is flushed the same way before every timed call of every implementation:
+the GPU sums a 512 MB buffer, which leaves L2 holding clean unrelated lines
+(a write would leave dirty ones, whose write-back the next kernel pays) and
+keeps the GPU busy while the host enqueues the call.
 
 Library: $CG_GMM_LIB, else build/kernels/libcg_gmm.so, else build/libctxguard.so.
 """
@@ -32,17 +47,18 @@ SHAPES = [  # name, experts, rows, K, N, decode
     ("Qwen3 gate_up decode", 128, 512, 2048, 1536, True),
     ("DSV3 gate_up decode", 32, 1024, 7168, 4096, True),
 ]
+MASKED = [  # name, local experts, max_m, masked_m range, K, N
+    ("DSV3 gate_up masked", 32, 256, (32, 128), 7168, 4096),
+    ("DSV3 down masked", 32, 256, (32, 128), 2048, 7168),
+]
+ROUTINGS = ("uniform", "balanced")
 SETS = 2
-
-
+ALIGN = 128
 FLUSH = None
 
 
 def median_ms(fn, iters, warmup=3):
-    """Median of CUDA-event times.  Before each timed call the GPU sums a 512 MB
-    buffer: that leaves L2 holding clean unrelated lines, and keeps the GPU busy
-    while the host enqueues the call, so host launch overhead stays out of the
-    time unless it exceeds that read."""
+    """Median of CUDA-event times of fn(i), each after the same L2 flush."""
     global FLUSH
     if FLUSH is None:
         FLUSH = torch.ones(128 << 20, dtype=torch.float32, device="cuda")
@@ -70,133 +86,265 @@ def ceilings():
     return 2 * 8192 ** 3 / mm / 1e9, 2 * x.numel() / cp / 1e6  # TF/s, GB/s
 
 
-def routing(e, rows):
-    counts = torch.bincount(torch.randint(0, e, (rows,)), minlength=e)
-    return counts, counts.cumsum(0).to(torch.int32).cuda()
+def counts_for(kind, e, rows):
+    """Rows per expert, summing to rows."""
+    if kind == "uniform":
+        return torch.bincount(torch.randint(0, e, (rows,)), minlength=e)
+    w = 0.7 + 0.6 * torch.rand(e)
+    counts = (w / w.sum() * rows).floor().long()
+    counts[:rows - int(counts.sum())] += 1
+    return counts
+
+
+class Routing:
+    """How one routing lays rows out: M rows in A and D, our form and its
+    index, torch's offs (over the same M rows), the rows that carry data."""
+
+    def __init__(self, kind, counts):
+        self.kind, self.counts = kind, counts
+        self.used = int((counts > 0).sum())
+        self.routed = int(counts.sum())
+        sizes = counts if kind == "uniform" else (counts + ALIGN - 1) // ALIGN * ALIGN
+        self.m = int(sizes.sum())
+        self.torch_offs = sizes.cumsum(0).to(torch.int32).cuda()
+        if kind == "uniform":
+            self.form, self.index = "offs", self.torch_offs
+            self.valid = torch.ones(self.m, dtype=torch.bool, device="cuda")
+            self.psum = None
+        else:
+            ids = torch.repeat_interleave(torch.arange(len(counts)), sizes)
+            starts = sizes.cumsum(0) - sizes
+            pos = torch.arange(self.m) - torch.repeat_interleave(starts, sizes)
+            keep = pos < counts[ids]
+            self.form = "contiguous"
+            self.index = torch.where(keep, ids, torch.full_like(ids, -1)).to(torch.int32).cuda()
+            self.valid = keep.cuda()
+            self.psum = (starts + counts).to(torch.int32).cuda()  # starts are multiples of 128
+
+
+def call_ours(lib, form, dtype, a, w, d, index, sfa, sfb, m, n, k, g):
+    fn = getattr(lib, "ctxguard_gmm_" + form)
+    extra = [0] if form == "masked" else []  # sfa_stride_g
+    rc = fn(torch.cuda.current_stream().cuda_stream, dtype, NK, 0, a.data_ptr(), w.data_ptr(), d.data_ptr(),
+            index.data_ptr(), sfa.data_ptr() if sfa is not None else 0, sfb.data_ptr() if sfb is not None else 0,
+            0, 0, *extra, m, n, k, g)
+    if rc:
+        raise RuntimeError("%s: %s" % (form, lib.ctxguard_gmm_last_error().decode()))
+
+
+def fp8_sets(m, e, k, n):
+    out = []
+    for _ in range(SETS):
+        aq, sa, _ = quant_rows(torch.randn(m, k, device="cuda"))
+        wq, sb, _ = quant_blocks(torch.randn(e, n, k, device="cuda") / math.sqrt(k))
+        out.append((aq, sa, wq, sb, torch.empty(m, n, device="cuda", dtype=torch.bfloat16)))
+    return out
+
+
+def bench_shape(lib, shape, kind, with_loop):
+    name, e, rows, k, n, decode = shape
+    rt = Routing(kind, counts_for(kind, e, rows))
+    sets = []
+    for _ in range(SETS):
+        a = torch.randn(rt.m, k, device="cuda", dtype=torch.bfloat16)
+        w = torch.randn(e, n, k, device="cuda", dtype=torch.bfloat16) / math.sqrt(k)
+        sets.append((a, w, torch.empty(rt.m, n, device="cuda", dtype=torch.bfloat16)))
+
+    def ours(i):
+        a, w, d = sets[i]
+        call_ours(lib, rt.form, BF16, a, w, d, rt.index, None, None, rt.m, n, k, e)
+
+    def torch_gmm(i):
+        a, w, _ = sets[i]
+        return torch._grouped_mm(a, w.transpose(-2, -1), offs=rt.torch_offs)
+
+    ends = rt.torch_offs.tolist()
+
+    def loop(i):
+        a, w, d = sets[i]
+        start = 0
+        for g, end in enumerate(ends):
+            if end > start:
+                torch.mm(a[start:end], w[g].t(), out=d[start:end])
+            start = end
+
+    r = {"name": name, "kind": kind, "e": e, "rows": rows, "m": rt.m, "k": k, "n": n, "decode": decode,
+         "flops": 2.0 * rt.routed * k * n}
+    r["bf16"] = median_ms(ours, 30)
+    r["torch"] = median_ms(torch_gmm, 30)
+    r["loop"] = median_ms(loop, 10) if with_loop else None
+    ours(0)
+    ref, got = torch_gmm(0)[rt.valid].float(), sets[0][2][rt.valid].float()
+    r["rel"] = ((got - ref).norm() / ref.norm()).item()
+    r["bytes_bf16"] = 2.0 * (rt.routed * k + rt.used * n * k + rt.routed * n)
+    if rt.psum is not None:
+        def ours_psum(i):
+            a, w, d = sets[i]
+            call_ours(lib, "psum", BF16, a, w, d, rt.psum, None, None, rt.m, n, k, e)
+
+        r["psum"] = median_ms(ours_psum, 30)
+        sets[0][2].fill_(float("nan"))  # what contiguous wrote must not count for psum
+        ours_psum(0)
+        got = sets[0][2][rt.valid].float()
+        r["rel_psum"] = ((got - ref).norm() / ref.norm()).item()
+    del sets
+
+    fsets = fp8_sets(rt.m, e, k, n)
+
+    def ours_fp8(i):
+        aq, sa, wq, sb, d = fsets[i]
+        call_ours(lib, rt.form, FP8, aq, wq, d, rt.index, sa, sb, rt.m, n, k, e)
+
+    r["fp8"] = median_ms(ours_fp8, 30)
+    if rt.psum is not None:
+        def ours_fp8_psum(i):
+            aq, sa, wq, sb, d = fsets[i]
+            call_ours(lib, "psum", FP8, aq, wq, d, rt.psum, sa, sb, rt.m, n, k, e)
+
+        r["fp8_psum"] = median_ms(ours_fp8_psum, 30)
+    kb, nb = (k + 127) // 128, (n + 127) // 128
+    r["bytes_fp8"] = rt.routed * k + rt.used * n * k + 2.0 * rt.routed * n + 4.0 * (rt.routed * kb + rt.used * nb * kb)
+    del fsets
+    torch.cuda.empty_cache()
+    return r
+
+
+def bench_masked(lib, spec):
+    name, g, max_m, (lo, hi), k, n = spec
+    masked = torch.randint(lo, hi + 1, (g,), dtype=torch.int32)
+    routed, m = int(masked.sum()), g * max_m
+    index = masked.cuda()
+    sets = []
+    for _ in range(SETS):
+        a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+        w = torch.randn(g, n, k, device="cuda", dtype=torch.bfloat16) / math.sqrt(k)
+        sets.append((a, w, torch.empty(m, n, device="cuda", dtype=torch.bfloat16)))
+
+    def ours(i):
+        a, w, d = sets[i]
+        call_ours(lib, "masked", BF16, a, w, d, index, None, None, max_m, n, k, g)
+
+    def torch_batched(i):
+        a, w, _ = sets[i]
+        return torch._grouped_mm(a.view(g, max_m, k), w.transpose(-2, -1))
+
+    r = {"name": "%s G=%d max_m=%d masked_m %d..%d" % (name, g, max_m, lo, hi), "rows": routed, "k": k, "n": n,
+         "flops": 2.0 * routed * k * n, "bf16": median_ms(ours, 30)}
+    try:
+        r["torch"] = median_ms(torch_batched, 30)
+    except Exception as exc:  # noqa: BLE001 -- a torch without 3D x 3D grouped_mm
+        print("# %s: torch._grouped_mm batched: %s" % (name, exc))
+        r["torch"] = None
+    r["bytes_bf16"] = 2.0 * (routed * k + g * n * k + routed * n)
+    del sets
+    fsets = fp8_sets(m, g, k, n)
+
+    def ours_fp8(i):
+        aq, sa, wq, sb, d = fsets[i]
+        call_ours(lib, "masked", FP8, aq, wq, d, index, sa, sb, max_m, n, k, g)
+
+    r["fp8"] = median_ms(ours_fp8, 30)
+    kb, nb = (k + 127) // 128, (n + 127) // 128
+    r["bytes_fp8"] = routed * k + g * n * k + 2.0 * routed * n + 4.0 * (routed * kb + g * nb * kb)
+    del fsets
+    torch.cuda.empty_cache()
+    return r
+
+
+def pct(nbytes, ms, bw):
+    return "%.0f%%" % (100 * nbytes / ms / 1e6 / bw)
+
+
+def report(results, masked, bw):
+    hdr = ("routing", "shape", "G", "rows", "M", "K", "N", "bf16 ms", "TF/s", "%BW", "torch ms", "TF/s",
+           "ours/torch", "loop ms", "fp8 ms", "TF/s", "%BW", "fp8/bf16", "rel")
+    fmt = "%-8s %-24s %4s %6s %6s %5s %6s %8s %5s %5s %8s %5s %10s %8s %8s %5s %5s %8s %8s"
+    print(fmt % hdr)
+    for r in results:
+        fl = r["flops"]
+        print(fmt % (r["kind"], r["name"], r["e"], r["rows"], r["m"], r["k"], r["n"], "%.3f" % r["bf16"],
+                     "%.0f" % (fl / r["bf16"] / 1e9), pct(r["bytes_bf16"], r["bf16"], bw), "%.3f" % r["torch"],
+                     "%.0f" % (fl / r["torch"] / 1e9), "%.2fx" % (r["torch"] / r["bf16"]),
+                     "%.3f" % r["loop"] if r["loop"] else "-", "%.3f" % r["fp8"], "%.0f" % (fl / r["fp8"] / 1e9),
+                     pct(r["bytes_fp8"], r["fp8"], bw), "%.2fx" % (r["bf16"] / r["fp8"]), "%.1e" % r["rel"]))
+    psum = [r for r in results if "psum" in r]
+    if psum:
+        print()
+        pfmt = "%-24s %14s %8s %8s %14s %8s"
+        print(pfmt % ("balanced, psum form", "contiguous ms", "psum ms", "rel", "fp8 contig ms", "psum ms"))
+        for r in psum:
+            print(pfmt % (r["name"], "%.3f" % r["bf16"], "%.3f" % r["psum"], "%.1e" % r["rel_psum"],
+                          "%.3f" % r["fp8"], "%.3f" % r["fp8_psum"]))
+    if masked:
+        print()
+        mfmt = "%-46s %6s %5s %6s %8s %5s %5s %8s %10s %8s %5s %5s"
+        print(mfmt % ("masked decode", "rows", "K", "N", "bf16 ms", "TF/s", "%BW", "torch ms", "ours/torch",
+                      "fp8 ms", "TF/s", "%BW"))
+        for r in masked:
+            fl, t = r["flops"], r["torch"]
+            print(mfmt % (r["name"], r["rows"], r["k"], r["n"], "%.3f" % r["bf16"], "%.0f" % (fl / r["bf16"] / 1e9),
+                          pct(r["bytes_bf16"], r["bf16"], bw), "%.3f" % t if t else "-",
+                          "%.2fx" % (t / r["bf16"]) if t else "-", "%.3f" % r["fp8"],
+                          "%.0f" % (fl / r["fp8"] / 1e9), pct(r["bytes_fp8"], r["fp8"], bw)))
+    print()
+    for kind in ROUTINGS:
+        rs = [r for r in results if r["kind"] == kind]
+        if not rs:
+            continue
+        sp = [r["torch"] / r["bf16"] for r in rs]
+        geo = math.exp(sum(math.log(x) for x in sp) / len(sp))
+        dec = ["%.0f" % (100 * r["bytes_bf16"] / r["bf16"] / 1e6 / bw) for r in rs if r["decode"]]
+        fp8r = [r["bf16"] / r["fp8"] for r in rs if not r["decode"]]
+        print("summary %s: bf16 ours/torch min %.2fx geomean %.2fx (target >= 1.00x); decode bf16 %%BW %s "
+              "(>= 85%%); prefill fp8/bf16 min %s (>= 1.6x)" % (kind, min(sp), geo, "/".join(dec) or "-",
+                                                             "%.2fx" % min(fp8r) if fp8r else "-"))
+    if masked:
+        print("summary masked: bf16 %%BW %s, fp8 %%BW %s (>= 85%%)" % (
+            "/".join(pct(r["bytes_bf16"], r["bf16"], bw) for r in masked),
+            "/".join(pct(r["bytes_fp8"], r["fp8"], bw) for r in masked)))
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shapes", help="only shapes whose name contains this")
+    ap.add_argument("--routing", choices=ROUTINGS, help="only this routing (default: both)")
     ap.add_argument("--profile", action="store_true",
                     help="call ours once per shape (bf16, then fp8) and time nothing: for ncu")
     args = ap.parse_args()
     lib, path = load_lib()
-    stream = lambda: torch.cuda.current_stream().cuda_stream  # noqa: E731
     shapes = [s for s in SHAPES if not args.shapes or args.shapes in s[0]]
+    masked = [s for s in MASKED if not args.shapes or args.shapes in s[0]]
+    kinds = [args.routing] if args.routing else list(ROUTINGS)
     if args.profile:
-        profile(lib, shapes)
+        profile(lib, shapes, kinds)
         return
     tflops_ceiling, bw = ceilings()
     print("# %s, library %s" % (torch.cuda.get_device_name(), path))
     print("# measured: bf16 mm 8192^3 %.0f TF/s, copy %.0f GB/s (read + write)" % (tflops_ceiling, bw))
-
-    rows_out, fp8_out = [], []
-    for name, e, rows, k, n, decode in shapes:
-        torch.manual_seed(int.from_bytes(os.urandom(4), "little"))
-        counts, offs = routing(e, rows)
-        used = int((counts > 0).sum())
-        flops = 2.0 * rows * k * n
-        nbytes = 2.0 * (rows * k + used * n * k + rows * n)
-        sets = []
-        for _ in range(SETS):
-            a = torch.randn(rows, k, device="cuda", dtype=torch.bfloat16)
-            w = (torch.randn(e, n, k, device="cuda", dtype=torch.bfloat16) / math.sqrt(k))
-            d = torch.empty(rows, n, device="cuda", dtype=torch.bfloat16)
-            sets.append((a, w, d))
-
-        def ours(i):
-            a, w, d = sets[i]
-            rc = lib.ctxguard_gmm_offs(stream(), BF16, NK, 0, a.data_ptr(), w.data_ptr(), d.data_ptr(),
-                                       offs.data_ptr(), 0, 0, 0, 0, rows, n, k, e)
-            if rc:
-                raise RuntimeError(lib.ctxguard_gmm_last_error().decode())
-
-        def torch_gmm(i):
-            a, w, _ = sets[i]
-            return torch._grouped_mm(a, w.transpose(-2, -1), offs=offs)
-
-        ends = counts.cumsum(0).tolist()
-
-        def loop(i):
-            a, w, d = sets[i]
-            start = 0
-            for g, end in enumerate(ends):
-                if end > start:
-                    torch.mm(a[start:end], w[g].t(), out=d[start:end])
-                start = end
-
-        t_ours = median_ms(ours, 30)
-        t_torch = median_ms(torch_gmm, 30)
-        t_loop = median_ms(loop, 10)
-        ours(0)
-        ref = torch_gmm(0)
-        got = sets[0][2]
-        rel = ((got.float() - ref.float()).norm() / ref.float().norm()).item()
-        rows_out.append((name, e, rows, k, n, flops, nbytes, t_ours, t_torch, t_loop, rel, decode))
-
-        if not decode:
-            del sets
-            fsets = []
-            for _ in range(SETS):
-                aq, sa, _ = quant_rows(torch.randn(rows, k, device="cuda"))
-                wq, sb, _ = quant_blocks(torch.randn(e, n, k, device="cuda") / math.sqrt(k))
-                fsets.append((aq, sa, wq, sb, torch.empty(rows, n, device="cuda", dtype=torch.bfloat16)))
-
-            def ours_fp8(i):
-                aq, sa, wq, sb, d = fsets[i]
-                rc = lib.ctxguard_gmm_offs(stream(), FP8, NK, 0, aq.data_ptr(), wq.data_ptr(), d.data_ptr(),
-                                           offs.data_ptr(), sa.data_ptr(), sb.data_ptr(), 0, 0, rows, n, k, e)
-                if rc:
-                    raise RuntimeError(lib.ctxguard_gmm_last_error().decode())
-
-            fp8_out.append((name, flops, median_ms(ours_fp8, 30), t_ours))
-            del fsets
-        else:
-            del sets
-        torch.cuda.empty_cache()
-
+    torch.manual_seed(int.from_bytes(os.urandom(4), "little"))
+    results = []
+    for kind in kinds:
+        for shape in shapes:
+            results.append(bench_shape(lib, shape, kind, with_loop=kind == "uniform"))
+            print("# done %s %s" % (kind, shape[0]), flush=True)
+    masked_out = [bench_masked(lib, spec) for spec in masked]
     print()
-    hdr = ("shape", "G", "rows", "K", "N", "GFLOP", "MB", "ours ms", "TF/s", "%BW", "torch ms", "TF/s",
-           "loop ms", "ours/torch", "rel")
-    fmt = "%-24s %4s %6s %5s %6s %7s %6s %8s %5s %5s %8s %5s %8s %10s %8s"
-    print(fmt % hdr)
-    speedups = []
-    for name, e, rows, k, n, flops, nbytes, t_o, t_t, t_l, rel, decode in rows_out:
-        speed = t_t / t_o
-        speedups.append(speed)
-        print(fmt % (name, e, rows, k, n, "%.1f" % (flops / 1e9), "%.0f" % (nbytes / 1e6), "%.3f" % t_o,
-                     "%.0f" % (flops / t_o / 1e9), "%.0f%%" % (100 * nbytes / t_o / 1e6 / bw), "%.3f" % t_t,
-                     "%.0f" % (flops / t_t / 1e9), "%.3f" % t_l, "%.2fx" % speed, "%.1e" % rel))
-    print()
-    print("%-24s %8s %6s %10s %8s" % ("fp8 shape", "fp8 ms", "TF/s", "bf16 ms", "fp8/bf16"))
-    for name, flops, t_f, t_b in fp8_out:
-        print("%-24s %8.3f %6.0f %10.3f %7.2fx" % (name, t_f, flops / t_f / 1e9, t_b, t_b / t_f))
-    geo = math.exp(sum(math.log(s) for s in speedups) / len(speedups))
-    dec = [100 * r[6] / r[7] / 1e6 / bw for r in rows_out if r[11]]
-    fp8r = [t_b / t_f for _, _, t_f, t_b in fp8_out]
-    print()
-    print("summary: ours/torch min %.2fx geomean %.2fx (targets >= 1.00x, >= 1.15x); decode %%BW %s (>= 85%%); "
-          "fp8/bf16 min %s (>= 1.6x)" % (min(speedups), geo, "/".join("%.0f" % x for x in dec) or "-",
-                                         "%.2fx" % min(fp8r) if fp8r else "-"))
+    report(results, masked_out, bw)
 
 
-def profile(lib, shapes):
-    for name, e, rows, k, n, decode in shapes:
-        _, offs = routing(e, rows)
-        a = torch.randn(rows, k, device="cuda", dtype=torch.bfloat16)
-        w = torch.randn(e, n, k, device="cuda", dtype=torch.bfloat16)
-        d = torch.empty(rows, n, device="cuda", dtype=torch.bfloat16)
-        lib.ctxguard_gmm_offs(torch.cuda.current_stream().cuda_stream, BF16, NK, 0, a.data_ptr(), w.data_ptr(),
-                              d.data_ptr(), offs.data_ptr(), 0, 0, 0, 0, rows, n, k, e)
-        if not decode:
+def profile(lib, shapes, kinds):
+    for kind in kinds:
+        for name, e, rows, k, n, decode in shapes:
+            rt = Routing(kind, counts_for(kind, e, rows))
+            a = torch.randn(rt.m, k, device="cuda", dtype=torch.bfloat16)
+            w = torch.randn(e, n, k, device="cuda", dtype=torch.bfloat16)
+            d = torch.empty(rt.m, n, device="cuda", dtype=torch.bfloat16)
+            call_ours(lib, rt.form, BF16, a, w, d, rt.index, None, None, rt.m, n, k, e)
             aq, sa, _ = quant_rows(a.float())
             wq, sb, _ = quant_blocks(w.float())
-            lib.ctxguard_gmm_offs(torch.cuda.current_stream().cuda_stream, FP8, NK, 0, aq.data_ptr(),
-                                  wq.data_ptr(), d.data_ptr(), offs.data_ptr(), sa.data_ptr(), sb.data_ptr(),
-                                  0, 0, rows, n, k, e)
-        torch.cuda.synchronize()
-        print("profiled", name)
+            call_ours(lib, rt.form, FP8, aq, wq, d, rt.index, sa, sb, rt.m, n, k, e)
+            torch.cuda.synchronize()
+            print("profiled", kind, name)
 
 
 if __name__ == "__main__":

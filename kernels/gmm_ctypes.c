@@ -23,48 +23,57 @@ CG_GMM_EXPORT int ctxguard_gmm_init_default(void)
 	return r == CUDA_SUCCESS ? cg_gmm_init(&drv) : r;
 }
 
-static struct cg_gmm_problem problem(int dtype, int b_layout, unsigned flags, uint64_t a, uint64_t b,
-				     uint64_t d, uint64_t sfa, uint64_t sfb, int64_t sfa_stride_m,
-				     int64_t sfa_stride_k, int64_t m, int64_t n, int64_t k, int64_t g)
+/* One problem of form from the flat arguments; index is the form's group
+ * index (offs, layout or masked_m). */
+static int run_flat(int form, uint64_t stream, int dtype, int b_layout, unsigned flags, uint64_t a, uint64_t b,
+		    uint64_t d, uint64_t index, uint64_t sfa, uint64_t sfb, int64_t sfa_stride_m,
+		    int64_t sfa_stride_k, int64_t sfa_stride_g, int64_t m, int64_t n, int64_t k, int64_t g)
 {
-	return (struct cg_gmm_problem){
+	const int by_offs = form == CG_GMM_FORM_OFFS || form == CG_GMM_FORM_PSUM;
+	const struct cg_gmm_problem p = {
 		.dtype = dtype,
 		.b_layout = b_layout,
 		.flags = flags,
 		.a = a,
 		.b = b,
 		.d = d,
+		.offs = by_offs ? index : 0,
+		.layout = by_offs ? 0 : index,
 		.sfa = sfa,
 		.sfb = sfb,
 		.sfa_stride_m = sfa_stride_m,
 		.sfa_stride_k = sfa_stride_k,
+		.sfa_stride_g = sfa_stride_g,
 		.m = m,
 		.n = n,
 		.k = k,
 		.g = g,
 	};
+	return cg_gmm_run(NULL, (CUstream)(uintptr_t)stream, &p, form);
 }
 
-CG_GMM_EXPORT int ctxguard_gmm_offs(uint64_t stream, int dtype, int b_layout, unsigned flags, uint64_t a,
-				    uint64_t b, uint64_t d, uint64_t offs, uint64_t sfa, uint64_t sfb,
-				    int64_t sfa_stride_m, int64_t sfa_stride_k, int64_t m, int64_t n, int64_t k,
-				    int64_t g)
-{
-	struct cg_gmm_problem p =
-	    problem(dtype, b_layout, flags, a, b, d, sfa, sfb, sfa_stride_m, sfa_stride_k, m, n, k, g);
-	p.offs = offs;
-	return cg_gmm_offs(NULL, (CUstream)(uintptr_t)stream, &p);
-}
+/* The forms whose entry points share one signature (ctxguard_gmm_flat_fn). */
+#define CG_GMM_FLAT(name, form)                                                                                \
+	CG_GMM_EXPORT int ctxguard_gmm_##name(uint64_t stream, int dtype, int b_layout, unsigned flags, uint64_t a, \
+					      uint64_t b, uint64_t d, uint64_t index, uint64_t sfa, uint64_t sfb,   \
+					      int64_t sfa_stride_m, int64_t sfa_stride_k, int64_t m, int64_t n,     \
+					      int64_t k, int64_t g)                                                 \
+	{                                                                                                      \
+		return run_flat(form, stream, dtype, b_layout, flags, a, b, d, index, sfa, sfb, sfa_stride_m,  \
+				sfa_stride_k, 0, m, n, k, g);                                                  \
+	}
+CG_GMM_FLAT(offs, CG_GMM_FORM_OFFS)
+CG_GMM_FLAT(contiguous, CG_GMM_FORM_CONTIGUOUS)
+CG_GMM_FLAT(psum, CG_GMM_FORM_PSUM)
+#undef CG_GMM_FLAT
 
-CG_GMM_EXPORT int ctxguard_gmm_contiguous(uint64_t stream, int dtype, int b_layout, unsigned flags, uint64_t a,
-					  uint64_t b, uint64_t d, uint64_t layout, uint64_t sfa, uint64_t sfb,
-					  int64_t sfa_stride_m, int64_t sfa_stride_k, int64_t m, int64_t n,
-					  int64_t k, int64_t g)
+CG_GMM_EXPORT int ctxguard_gmm_masked(uint64_t stream, int dtype, int b_layout, unsigned flags, uint64_t a,
+				      uint64_t b, uint64_t d, uint64_t masked_m, uint64_t sfa, uint64_t sfb,
+				      int64_t sfa_stride_m, int64_t sfa_stride_k, int64_t sfa_stride_g,
+				      int64_t max_m, int64_t n, int64_t k, int64_t g)
 {
-	struct cg_gmm_problem p =
-	    problem(dtype, b_layout, flags, a, b, d, sfa, sfb, sfa_stride_m, sfa_stride_k, m, n, k, g);
-	p.layout = layout;
-	return cg_gmm_contiguous(NULL, (CUstream)(uintptr_t)stream, &p);
+	return run_flat(CG_GMM_FORM_MASKED, stream, dtype, b_layout, flags, a, b, d, masked_m, sfa, sfb,
+			sfa_stride_m, sfa_stride_k, sfa_stride_g, max_m, n, k, g);
 }
 
 CG_GMM_EXPORT const char *ctxguard_gmm_last_error(void)

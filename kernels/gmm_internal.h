@@ -14,6 +14,9 @@ const struct cg_gmm_driver *cg_gmm_drv(void);
 CUresult cg_gmm_fail(CUresult err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void cg_gmm_clear_error(void);
 
+/* cg_gmm_FORM() for form = CG_GMM_FORM_* (enum cg_gmm_form). */
+CUresult cg_gmm_run(CUcontext ctx, CUstream s, const struct cg_gmm_problem *p, int form);
+
 /* One kernel of the fatbin, from the table in gmm_kernels.h. */
 struct cg_gmm_kernel_info {
 	const char *name;

@@ -34,7 +34,24 @@ enum cg_gmm_kernel_id {
 	CG_GMM_NKERNELS
 };
 
-enum cg_gmm_form { CG_GMM_FORM_OFFS = 0, CG_GMM_FORM_CONTIGUOUS = 1 };
+/* How the kernels find each group's rows: contiguous reads a group id per
+ * row; the other forms give each group one range [start, end) of rows, read
+ * from index[] into shared-memory tables (gmm_sched.cuh, group_range()):
+ *   offs   start = index[g - 1] (0 for g = 0), end = index[g]
+ *   psum   start = index[g - 1] rounded up to CG_GMM_PSUM_ALIGN, end = index[g]
+ *   masked start = g * group_rows, end = start + index[g] (at most group_rows) */
+enum cg_gmm_form {
+	CG_GMM_FORM_OFFS = 0,
+	CG_GMM_FORM_CONTIGUOUS = 1,
+	CG_GMM_FORM_PSUM = 2,
+	CG_GMM_FORM_MASKED = 3
+};
+#define CG_GMM_PSUM_ALIGN 128
+
+CG_HD static inline int cg_gmm_form_has_tables(int form)
+{
+	return form != CG_GMM_FORM_CONTIGUOUS;
+}
 
 /* cg_gmm_args.flags: what the operands' alignment allows */
 #define CG_GMM_ARG_VEC_A 1   /* A rows: 16-byte loads of 8 elements (SM80) */
@@ -42,7 +59,7 @@ enum cg_gmm_form { CG_GMM_FORM_OFFS = 0, CG_GMM_FORM_CONTIGUOUS = 1 };
 #define CG_GMM_ARG_D_PAIR 4  /* D: 4-byte stores of 2 elements */
 #define CG_GMM_ARG_D_QUAD 8  /* D: 8-byte stores of 4 elements */
 
-/* Groups the offs form keeps in shared memory (row ranges, tile prefix). */
+/* Groups the range forms keep in shared memory (row ranges, tile prefix). */
 #define CG_GMM_MAX_OFFS_GROUPS 1024
 /* Consecutive m-tiles swept across all n-tiles before the next band, so that
  * the tiles in flight share A rows and B experts in L2. */
@@ -52,10 +69,13 @@ enum cg_gmm_form { CG_GMM_FORM_OFFS = 0, CG_GMM_FORM_CONTIGUOUS = 1 };
 struct cg_gmm_args {
 	const void *a, *b;
 	void *d;
-	const int *index;         /* offs [g] or grouped_layout [m] */
+	const int *index;         /* offs / psum ends / masked_m [g], or grouped_layout [m] */
 	const float *sfa, *sfb;
-	long long sfa_sm, sfa_sk; /* sfa element (m, kb) stride, in elements */
-	int m, n, k, g;
+	/* sfa element of row m of A (masked: [g * group_rows, ...) for group g)
+	 * and channel block kb: sfa[m * sfa_sm + kb * sfa_sk + g * sfa_sg] */
+	long long sfa_sm, sfa_sk, sfa_sg;
+	int m, n, k, g;           /* m: rows of A and D (masked: g * group_rows) */
+	int group_rows;           /* masked: max_m, the rows each group owns */
 	int form;                 /* enum cg_gmm_form */
 	int flags;                /* CG_GMM_ARG_* */
 };
@@ -66,7 +86,7 @@ struct cg_gmm_args {
 CG_HD static inline unsigned cg_gmm_tables_bytes(int form, int g)
 {
 	/* pre[g + 1], start[g], end[g], 32 warp-chunk totals */
-	return form == CG_GMM_FORM_OFFS ? (unsigned)(3 * g + 1 + 32) * 4u : 0u;
+	return cg_gmm_form_has_tables(form) ? (unsigned)(3 * g + 1 + 32) * 4u : 0u;
 }
 
 CG_HD static inline unsigned cg_gmm_sm90_ring_bytes(int esize, int bm, int bn, int bk, int stages)

@@ -1,5 +1,5 @@
 /* Work decomposition shared by every kernel: which (group, rows, columns)
- * output tile a linear tile index stands for, in both addressing forms. */
+ * output tile a linear tile index stands for, in every addressing form. */
 #pragma once
 
 namespace cg {
@@ -11,11 +11,34 @@ struct Tile {
 	int n0;   /* first column of D */
 };
 
-/* Offs form: per-group row ranges and the exclusive prefix of m-tile counts,
- * built in shared memory by every thread of the block (THREADS of them).
- * Layout (cg_gmm_tables_bytes): pre[g + 1], start[g], end[g], chunk[32].
- * offs values are clamped into [0, m] and a group ending before it starts is
- * empty, so no offs content can send a tile outside A or D. */
+/* Rows [lo, hi) of group g in a range form (gmm_kernels.h, cg_gmm_form).
+ * Clamped into [0, m], and into the group's own rows in masked form; a group
+ * ending before it starts is empty: no index content can send a tile
+ * outside A or D. */
+__device__ __forceinline__ void group_range(const cg_gmm_args &a, int g, int &lo, int &hi)
+{
+	const int prev = g ? min(max(__ldg(a.index + g - 1), 0), a.m) : 0;
+	const int cnt = __ldg(a.index + g);
+	switch (a.form) {
+	case CG_GMM_FORM_MASKED:
+		lo = g * a.group_rows;
+		hi = lo + min(max(cnt, 0), a.group_rows);
+		return;
+	case CG_GMM_FORM_PSUM: /* in 64 bits: prev may be within 127 of 2^31 */
+		lo = static_cast<int>(min((static_cast<long long>(prev) + CG_GMM_PSUM_ALIGN - 1) &
+					      ~static_cast<long long>(CG_GMM_PSUM_ALIGN - 1),
+					  static_cast<long long>(a.m)));
+		break;
+	default:
+		lo = prev;
+	}
+	hi = min(max(cnt, lo), a.m);
+}
+
+/* Range forms: per-group row ranges and the exclusive prefix of m-tile
+ * counts, built in shared memory by every thread of the block (THREADS of
+ * them).  Layout (cg_gmm_tables_bytes): pre[g + 1], start[g], end[g],
+ * chunk[32]. */
 template <int BM, int THREADS>
 __device__ __forceinline__ void build_tables(const cg_gmm_args &a, int *tab)
 {
@@ -25,8 +48,8 @@ __device__ __forceinline__ void build_tables(const cg_gmm_args &a, int *tab)
 		const int g = base + lane;
 		int cnt = 0;
 		if (g < a.g) {
-			const int lo = min(max(g ? __ldg(a.index + g - 1) : 0, 0), a.m);
-			const int hi = min(max(__ldg(a.index + g), lo), a.m);
+			int lo, hi;
+			group_range(a, g, lo, hi);
 			start[g] = lo;
 			end[g] = hi;
 			cnt = (hi - lo + BM - 1) / BM;
@@ -60,8 +83,8 @@ __device__ __forceinline__ void build_tables(const cg_gmm_args &a, int *tab)
 	__syncthreads();
 }
 
-/* Linear tile index -> tile.  m-tiles are numbered group after group (offs
- * form) or block after block (contiguous form); tiles are visited in bands of
+/* Linear tile index -> tile.  m-tiles are numbered group after group (range
+ * forms) or block after block (contiguous form); tiles are visited in bands of
  * CG_GMM_BAND m-tiles, m fastest, so that the tiles running together read
  * the same few experts' B and the same A rows. */
 template <int BM, int BN>
@@ -72,7 +95,7 @@ struct Sched {
 	__device__ Sched(const cg_gmm_args &a, const int *tab)
 	    : index(a.index), pre(tab), start(tab + a.g + 1), end(tab + 2 * a.g + 1),
 	      form(a.form), m(a.m), g(a.g), n_tiles((a.n + BN - 1) / BN),
-	      m_tiles(a.form == CG_GMM_FORM_OFFS ? tab[a.g] : (a.m + BM - 1) / BM)
+	      m_tiles(cg_gmm_form_has_tables(a.form) ? tab[a.g] : (a.m + BM - 1) / BM)
 	{
 	}
 
@@ -89,7 +112,7 @@ struct Sched {
 		const int nb = r / width;
 		const int mt = first + (r - nb * width);
 		o.n0 = nb * BN;
-		if (form == CG_GMM_FORM_OFFS) {
+		if (cg_gmm_form_has_tables(form)) {
 			/* largest group whose first m-tile is <= mt: pre[lo] <= mt < pre[hi] */
 			int lo = 0, hi = g;
 			while (hi - lo > 1) {
@@ -115,7 +138,7 @@ struct Sched {
 	{
 		if (r >= o.rows)
 			return false;
-		return form == CG_GMM_FORM_OFFS || __ldg(index + o.m0 + r) == o.g;
+		return cg_gmm_form_has_tables(form) || __ldg(index + o.m0 + r) == o.g;
 	}
 };
 

@@ -86,7 +86,7 @@ __device__ __forceinline__ void sm80_gemm(const cg_gmm_args &a)
 	uint16_t *as = reinterpret_cast<uint16_t *>(cg_smem);
 	uint16_t *bs = as + BM * LDS;
 	int *tab = reinterpret_cast<int *>(bs + BN * LDS);
-	if (a.form == CG_GMM_FORM_OFFS)
+	if (cg_gmm_form_has_tables(a.form))
 		build_tables<BM, SM80_THREADS>(a, tab);
 	const Sched<BM, BN> sc(a, tab);
 	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -180,8 +180,9 @@ __device__ __forceinline__ void sm80_gemm(const cg_gmm_args &a)
 					float s[2];
 #pragma unroll
 					for (int h = 0; h < 2; ++h) {
-						const int r = min(tl.m0 + wm * 64 + mi * 16 + (lane >> 2) + 8 * h, a.m - 1);
-						s[h] = __ldg(a.sfa + r * a.sfa_sm + kb * a.sfa_sk) * sb;
+						/* rows past the tile's last read its scale (see sm90) */
+						const int r = tl.m0 + min(wm * 64 + mi * 16 + (lane >> 2) + 8 * h, tl.rows - 1);
+						s[h] = __ldg(a.sfa + tl.g * a.sfa_sg + r * a.sfa_sm + kb * a.sfa_sk) * sb;
 					}
 #pragma unroll
 					for (int nj = 0; nj < 4; ++nj)

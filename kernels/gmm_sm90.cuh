@@ -232,7 +232,7 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 	float *scales = reinterpret_cast<float *>(empty + STAGES);
 	int *tab = reinterpret_cast<int *>(scales + STAGES * C::SLOT);
 
-	if (a.form == CG_GMM_FORM_OFFS)
+	if (cg_gmm_form_has_tables(a.form))
 		build_tables<BM, C::THREADS>(a, tab);
 	if (threadIdx.x == 0) {
 		prefetch_tensormap(&tma);
@@ -245,15 +245,17 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 	}
 	__syncthreads();
 
-	const Sched<BM, BN> sc(a, tab);
 	const int k_iters = (a.k + BK - 1) / BK;
-	const int total = sc.total();
 	const int wg = threadIdx.x / 128;
 	const int lane = threadIdx.x & 31;
 
 	if (wg == 0) {
 		if (C::NC > 1)
 			asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+		/* built after the register split: values live across setmaxnreg
+		 * must fit the producer's 40 registers, else they spill */
+		const Sched<BM, BN> sc(a, tab);
+		const int total = sc.total();
 		const int warp = threadIdx.x >> 5;
 		if (warp == 0 && lane == 0) {
 			/* TMA: A and B tiles of each k-step */
@@ -294,14 +296,17 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 					continue;
 				const float *sfb = a.sfb + (static_cast<size_t>(tl.g) * nbn +
 							    min(tl.n0 / 128 + min(lane, C::NH - 1), nbn - 1)) * kbn;
+				/* rows past the tile's last (never stored) read that row's scale:
+				 * in masked form the next rows may lie past the allocation */
+				const float *sfa = a.sfa + tl.g * a.sfa_sg + tl.m0 * a.sfa_sm;
 				for (int kb = 0; kb < k_iters; ++kb) {
 					mbar_wait(&empty[stage], phase ^ 1);
 					float *slot = scales + stage * C::SLOT;
+					const float *sfa_kb = sfa + kb * a.sfa_sk;
 #pragma unroll
-					for (int i = 0; i < BM / 32; ++i) {
-						const int r = min(tl.m0 + i * 32 + lane, a.m - 1);
-						cp_async_4(slot + i * 32 + lane, a.sfa + r * a.sfa_sm + kb * a.sfa_sk);
-					}
+					for (int i = 0; i < BM / 32; ++i)
+						cp_async_4(slot + i * 32 + lane,
+							   sfa_kb + min(i * 32 + lane, tl.rows - 1) * a.sfa_sm);
 					if (lane < C::NH)
 						cp_async_4(slot + BM + lane, sfb + kb);
 					cp_async_arrive(&full[stage]);
@@ -317,6 +322,8 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 
 	if (C::NC > 1)
 		asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+	const Sched<BM, BN> sc(a, tab);
+	const int total = sc.total();
 	const int cw = wg - 1;
 	const int row = cw * 64 + ((threadIdx.x >> 5) & 3) * 16 + (lane >> 2); /* this thread's tile row */
 	const uint32_t a_base = smem_u32(sa) + cw * 64 * 128;

@@ -29,11 +29,11 @@ fi
 
 status=0
 if [ "$what" != bench ]; then
-	timeout 240 python3 tests/gpu/test_grouped_mm.py 2>&1 | tee "$OUT/test.log"
+	timeout 400 python3 tests/gpu/test_grouped_mm.py 2>&1 | tee "$OUT/test.log"
 	status=$?
 fi
 if [ "$what" != test ]; then
-	timeout 240 python3 bench/bench_grouped_mm.py 2>&1 | tee "$OUT/bench.log" || status=1
+	timeout 480 python3 bench/bench_grouped_mm.py 2>&1 | tee "$OUT/bench.log" || status=1
 fi
 if [ -n "${NCU_SHAPES:-}" ] && command -v ncu >/dev/null; then
 	IFS=';' read -ra shapes <<<"$NCU_SHAPES"

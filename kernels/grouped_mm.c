@@ -10,6 +10,27 @@ static CUresult invalid(const char *what)
 	return cg_gmm_fail(CUDA_ERROR_INVALID_VALUE, "grouped_mm: %s", what);
 }
 
+/* Each form's name and the problem member holding its group index. */
+static const struct {
+	const char *name, *index;
+} forms[] = {
+	[CG_GMM_FORM_OFFS] = {"offs", "offs"},
+	[CG_GMM_FORM_CONTIGUOUS] = {"contiguous", "layout"},
+	[CG_GMM_FORM_PSUM] = {"psum", "offs"},
+	[CG_GMM_FORM_MASKED] = {"masked", "layout (masked_m)"},
+};
+
+static CUdeviceptr index_of(const struct cg_gmm_problem *p, int form)
+{
+	return form == CG_GMM_FORM_OFFS || form == CG_GMM_FORM_PSUM ? p->offs : p->layout;
+}
+
+/* Rows of A and D: the masked form's [G, max_m] are one [G * max_m] run. */
+static int64_t rows_of(const struct cg_gmm_problem *p, int form)
+{
+	return form == CG_GMM_FORM_MASKED ? p->m * p->g : p->m;
+}
+
 static CUresult check(const struct cg_gmm_problem *p, int form)
 {
 	if (!p)
@@ -21,24 +42,28 @@ static CUresult check(const struct cg_gmm_problem *p, int form)
 	if (p->m < 0 || p->n < 1 || p->k < 1 || p->g < 1 || p->m > INT_MAX || p->n > INT_MAX ||
 	    p->k > INT_MAX || p->g > INT_MAX)
 		return invalid("sizes out of range (need 0 <= m, 1 <= n, k, g, all < 2^31)");
+	const int64_t rows = rows_of(p, form);
+	if (rows > INT_MAX)
+		return invalid("masked form: g * max_m must be < 2^31");
 	/* the largest tile count any kernel can be given must fit an int */
-	if ((p->m / 64 + 1 + p->g) * ((p->n + 127) / 128) > INT_MAX)
+	if ((rows / 64 + 1 + p->g) * ((p->n + 127) / 128) > INT_MAX)
 		return cg_gmm_fail(CUDA_ERROR_NOT_SUPPORTED, "grouped_mm: problem too large");
-	if (p->m == 0)
+	if (rows == 0)
 		return CUDA_SUCCESS;
 	if (!p->a || !p->b || !p->d)
 		return invalid("a, b and d are required");
-	if (form == CG_GMM_FORM_OFFS && !p->offs)
-		return invalid("offs is required");
-	if (form == CG_GMM_FORM_CONTIGUOUS && !p->layout)
-		return invalid("layout is required");
-	if (form == CG_GMM_FORM_OFFS && p->g > CG_GMM_MAX_OFFS_GROUPS)
-		return cg_gmm_fail(CUDA_ERROR_NOT_SUPPORTED, "grouped_mm: more than %d groups in offs form",
-				   CG_GMM_MAX_OFFS_GROUPS);
+	if (!index_of(p, form))
+		return cg_gmm_fail(CUDA_ERROR_INVALID_VALUE, "grouped_mm: the %s form needs %s", forms[form].name,
+				   forms[form].index);
+	if (cg_gmm_form_has_tables(form) && p->g > CG_GMM_MAX_OFFS_GROUPS)
+		return cg_gmm_fail(CUDA_ERROR_NOT_SUPPORTED, "grouped_mm: more than %d groups in %s form",
+				   CG_GMM_MAX_OFFS_GROUPS, forms[form].name);
 	if (p->dtype == CG_GMM_FP8_E4M3 && (!p->sfa || !p->sfb))
 		return invalid("fp8 needs sfa and sfb");
-	if (p->sfa_stride_m < 0 || p->sfa_stride_k < 0)
+	if (p->sfa_stride_m < 0 || p->sfa_stride_k < 0 || p->sfa_stride_g < 0)
 		return invalid("negative sfa strides");
+	if (p->sfa_stride_g && form != CG_GMM_FORM_MASKED)
+		return invalid("sfa_stride_g is for the masked form only (set it to 0)");
 	return CUDA_SUCCESS;
 }
 
@@ -60,9 +85,13 @@ static enum cg_gmm_kernel_id choose(const struct cg_gmm_problem *p, int form, in
 	if (!tma)
 		return fp8 ? (kn ? CG_GMM_K_cg_gmm_sm80_fp8_kn : CG_GMM_K_cg_gmm_sm80_fp8_nk)
 			   : (kn ? CG_GMM_K_cg_gmm_sm80_bf16_kn : CG_GMM_K_cg_gmm_sm80_bf16_nk);
-	/* decode-sized groups (<= 64 rows on average; contiguous blocks hold 128)
-	 * stream B: 64-row tiles, deep ring; otherwise 128 x 256 tiles */
-	const int small = form == CG_GMM_FORM_OFFS ? p->m <= 64 * p->g : p->m <= 128 * p->g;
+	/* decode-sized groups stream B: 64-row tiles, deep ring; otherwise
+	 * 128 x 256 tiles.  Decode-sized: <= 64 rows per group on average (offs),
+	 * one 128-row block per group (contiguous, psum), or at most 256 rows per
+	 * group (masked: masked_m is on the device, max_m bounds it) */
+	const int small = form == CG_GMM_FORM_OFFS	   ? p->m <= 64 * p->g
+			  : form == CG_GMM_FORM_MASKED ? p->m <= 256
+						       : p->m <= 128 * p->g;
 	if (fp8)
 		return small ? CG_GMM_K_cg_gmm_sm90_fp8_nk_small : CG_GMM_K_cg_gmm_sm90_fp8_nk_large;
 	if (small)
@@ -82,13 +111,14 @@ static CUresult encode(const struct cg_gmm_driver *drv, CUtensorMap *map, const 
 	return r == CUDA_SUCCESS ? r : cg_gmm_fail(r, "grouped_mm: cuTensorMapEncodeTiled(%s) failed", what);
 }
 
-/* A [m, k] in (bm x bk) boxes; B [g, n, k] in (bn x bk) boxes or [g, k, n]
- * in (bk x 64) boxes; out-of-range rows and channels read as zeros. */
-static CUresult tensor_maps(const struct cg_gmm_driver *drv, const struct cg_gmm_problem *p,
+/* A [rows, k] in (bm x bk) boxes; B [g, n, k] in (bn x bk) boxes or
+ * [g, k, n] in (bk x 64) boxes; out-of-range rows and channels read as
+ * zeros. */
+static CUresult tensor_maps(const struct cg_gmm_driver *drv, const struct cg_gmm_problem *p, int64_t rows,
 			    const struct cg_gmm_kernel_info *k, CUtensorMap *ta, CUtensorMap *tb)
 {
 	const cuuint64_t esz = k->fp8 ? 1 : 2;
-	const cuuint64_t m = (cuuint64_t)p->m, n = (cuuint64_t)p->n, kk = (cuuint64_t)p->k, g = (cuuint64_t)p->g;
+	const cuuint64_t m = (cuuint64_t)rows, n = (cuuint64_t)p->n, kk = (cuuint64_t)p->k, g = (cuuint64_t)p->g;
 	const cuuint64_t a_dims[2] = {kk, m}, a_strides[1] = {kk * esz};
 	const cuuint32_t a_box[2] = {(cuuint32_t)k->bk, (cuuint32_t)k->bm};
 	CUresult r = encode(drv, ta, "A", k->fp8, 2, p->a, a_dims, a_strides, a_box);
@@ -118,21 +148,31 @@ static CUresult enqueue(const struct cg_gmm_driver *drv, CUcontext ctx, CUstream
 
 	const int fp8 = k->fp8;
 	const uint64_t esz = fp8 ? 1 : 2;
-	const int64_t kb = (p->k + 127) / 128;
+	const int64_t kb = (p->k + 127) / 128, rows = rows_of(p, form);
 	const int use_default_sfa = p->sfa_stride_m == 0 && p->sfa_stride_k == 0;
+	const int64_t sfa_sm = use_default_sfa ? kb : p->sfa_stride_m, sfa_sk = use_default_sfa ? 1 : p->sfa_stride_k;
+	/* the kernels count A's rows across groups (masked: g * max_m + row);
+	 * the per-group term moves group g's rows onto its own sfa block */
+	int64_t sfa_sg = 0;
+	if (form == CG_GMM_FORM_MASKED) {
+		const int64_t packed = p->m * sfa_sm > kb * sfa_sk ? p->m * sfa_sm : kb * sfa_sk;
+		sfa_sg = (p->sfa_stride_g ? p->sfa_stride_g : packed) - p->m * sfa_sm;
+	}
 	struct cg_gmm_args args = {
 		.a = (const void *)(uintptr_t)p->a,
 		.b = (const void *)(uintptr_t)p->b,
 		.d = (void *)(uintptr_t)p->d,
-		.index = (const int *)(uintptr_t)(form == CG_GMM_FORM_OFFS ? p->offs : p->layout),
+		.index = (const int *)(uintptr_t)index_of(p, form),
 		.sfa = (const float *)(uintptr_t)p->sfa,
 		.sfb = (const float *)(uintptr_t)p->sfb,
-		.sfa_sm = use_default_sfa ? kb : p->sfa_stride_m,
-		.sfa_sk = use_default_sfa ? 1 : p->sfa_stride_k,
-		.m = (int)p->m,
+		.sfa_sm = sfa_sm,
+		.sfa_sk = sfa_sk,
+		.sfa_sg = sfa_sg,
+		.m = (int)rows,
 		.n = (int)p->n,
 		.k = (int)p->k,
 		.g = (int)p->g,
+		.group_rows = form == CG_GMM_FORM_MASKED ? (int)p->m : 0,
 		.form = form,
 		.flags = 0,
 	};
@@ -148,7 +188,7 @@ static CUresult enqueue(const struct cg_gmm_driver *drv, CUcontext ctx, CUstream
 
 	/* persistent grid: at most one block per multiprocessor (two for the
 	 * portable kernels), never more than there can be tiles */
-	const int64_t m_tiles = (p->m + k->bm - 1) / k->bm + (form == CG_GMM_FORM_OFFS ? p->g : 0);
+	const int64_t m_tiles = (rows + k->bm - 1) / k->bm + (cg_gmm_form_has_tables(form) ? p->g : 0);
 	const int64_t tiles = m_tiles * ((p->n + k->bn - 1) / k->bn);
 	const int64_t per_sm = k->sm90 ? 1 : 2;
 	const unsigned grid = (unsigned)(tiles < per_sm * mod->sm_count ? tiles : per_sm * mod->sm_count);
@@ -157,7 +197,7 @@ static CUresult enqueue(const struct cg_gmm_driver *drv, CUcontext ctx, CUstream
 	CUtensorMap ta, tb;
 	void *sm90_params[] = {&ta, &tb, &args};
 	void *sm80_params[] = {&args};
-	if (k->sm90 && (r = tensor_maps(drv, p, k, &ta, &tb)) != CUDA_SUCCESS)
+	if (k->sm90 && (r = tensor_maps(drv, p, rows, k, &ta, &tb)) != CUDA_SUCCESS)
 		return r;
 	r = drv->cuLaunchKernel(mod->fn[id], grid, 1, 1, (unsigned)cg_gmm_kernel_threads(k), 1, 1, smem, s,
 				k->sm90 ? sm90_params : sm80_params, NULL);
@@ -166,7 +206,7 @@ static CUresult enqueue(const struct cg_gmm_driver *drv, CUcontext ctx, CUstream
 
 #endif
 
-static CUresult run(CUcontext ctx, CUstream s, const struct cg_gmm_problem *p, int form)
+CUresult cg_gmm_run(CUcontext ctx, CUstream s, const struct cg_gmm_problem *p, int form)
 {
 	cg_gmm_clear_error();
 	CUresult r = check(p, form);
@@ -178,7 +218,7 @@ static CUresult run(CUcontext ctx, CUstream s, const struct cg_gmm_problem *p, i
 	return cg_gmm_fail(CUDA_ERROR_NOT_SUPPORTED,
 			   "grouped_mm: ctxguard was built without nvcc, so without its grouped_mm kernels");
 #else
-	if (p->m == 0)
+	if (rows_of(p, form) == 0)
 		return CUDA_SUCCESS;
 	const struct cg_gmm_driver *drv = cg_gmm_drv();
 	if (!drv)
@@ -197,10 +237,20 @@ static CUresult run(CUcontext ctx, CUstream s, const struct cg_gmm_problem *p, i
 
 CUresult cg_gmm_offs(CUcontext ctx, CUstream s, const struct cg_gmm_problem *p)
 {
-	return run(ctx, s, p, CG_GMM_FORM_OFFS);
+	return cg_gmm_run(ctx, s, p, CG_GMM_FORM_OFFS);
 }
 
 CUresult cg_gmm_contiguous(CUcontext ctx, CUstream s, const struct cg_gmm_problem *p)
 {
-	return run(ctx, s, p, CG_GMM_FORM_CONTIGUOUS);
+	return cg_gmm_run(ctx, s, p, CG_GMM_FORM_CONTIGUOUS);
+}
+
+CUresult cg_gmm_psum(CUcontext ctx, CUstream s, const struct cg_gmm_problem *p)
+{
+	return cg_gmm_run(ctx, s, p, CG_GMM_FORM_PSUM);
+}
+
+CUresult cg_gmm_masked(CUcontext ctx, CUstream s, const struct cg_gmm_problem *p)
+{
+	return cg_gmm_run(ctx, s, p, CG_GMM_FORM_MASKED);
 }

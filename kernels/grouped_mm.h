@@ -2,19 +2,37 @@
  *
  * D[rows of group g] = A[rows of group g] x B[g]^T, fp32 accumulation, bf16 D.
  * A [M, K] row-major; B [G, N, K] (CG_GMM_B_NK, the HF weight layout) or
- * [G, K, N] (CG_GMM_B_KN); D [M, N] row-major.  Two ways to say which rows
- * belong to which group:
+ * [G, K, N] (CG_GMM_B_KN); D [M, N] row-major.  Four ways to say which rows
+ * belong to which group (DeepGEMM's names in brackets):
  *   cg_gmm_offs()       offs int32 [G], inclusive cumulative row ends with no
  *                       leading 0 (torch._grouped_mm 2D x 3D); empty groups
  *                       and any row counts are allowed;
- *   cg_gmm_contiguous() grouped_layout int32 [M], the expert of each row, -1
- *                       for padding rows, which are left untouched in D
- *                       (DeepGEMM's m-grouped contiguous layout: each
- *                       expert's rows form one block, padded to 128 rows).
+ *   cg_gmm_contiguous() layout int32 [M], the expert of each row, -1 for
+ *                       padding rows, which are left untouched in D (m-grouped
+ *                       contiguous: each expert's rows form one block, padded
+ *                       to 128 rows);
+ *   cg_gmm_psum()       offs int32 [G], the end row of each group; group g
+ *                       starts at offs[g - 1] rounded up to 128 (group 0 at
+ *                       0); rows between groups are left untouched in D
+ *                       (MGroupedContiguousWithPsumLayout);
+ *   cg_gmm_masked()     layout int32 [G], masked_m: group g owns rows
+ *                       [g * m, (g + 1) * m) of A [G, m, K] and D [G, m, N]
+ *                       (m = max_m) and uses the first masked_m[g] of them
+ *                       (0..m); the rest of D is left untouched
+ *                       (MGroupedMasked).  G * m < 2^31.
+ * offs and masked_m values outside their range are clamped; groups may be
+ * empty.  psum and masked take at most 1024 groups, as offs does.
  * fp8: A and B e4m3; sfa fp32, one scale per row and 128 channels, element
- * (m, kb) at sfa[m * sfa_stride_m + kb * sfa_stride_k] (both 0: row-major
- * [M, ceil(K/128)]); sfb fp32 [G, ceil(N/128), ceil(K/128)], one scale per
- * 128x128 block of B.
+ * (g, row, kb) at sfa[g * sfa_stride_g + row * sfa_stride_m + kb *
+ * sfa_stride_k], where row is the row of A, or in masked form the row within
+ * group g.  sfa_stride_m = sfa_stride_k = 0: row-major [rows, ceil(K/128)];
+ * sfa_stride_m = 1, sfa_stride_k = M rounded up to 4: DeepGEMM's MN-major
+ * TMA-aligned layout.  sfa_stride_g is for the masked form only (0 elsewhere);
+ * 0 there means groups packed one after another: max(m * sfa_stride_m,
+ * ceil(K/128) * sfa_stride_k) after the defaulting above.  sfb fp32
+ * [G, ceil(N/128), ceil(K/128)], one scale per 128x128 block of B.  fp8 B
+ * must be [G, N, K] for the Hopper kernels (wgmma reads fp8 K-major only);
+ * [G, K, N] runs on the portable kernels.
  *
  * This file may be included after <cuda.h> or on its own; it uses the driver
  * API only and never calls a cu* symbol itself: every driver call goes through
@@ -40,11 +58,12 @@ struct cg_gmm_problem {
 	int b_layout;        /* enum cg_gmm_b_layout */
 	unsigned flags;
 	CUdeviceptr a, b, d;
-	CUdeviceptr offs;    /* cg_gmm_offs: int32 [g] */
-	CUdeviceptr layout;  /* cg_gmm_contiguous: int32 [m] */
+	CUdeviceptr offs;    /* cg_gmm_offs, cg_gmm_psum: int32 [g] */
+	CUdeviceptr layout;  /* cg_gmm_contiguous: int32 [m]; cg_gmm_masked: int32 [g] */
 	CUdeviceptr sfa, sfb; /* fp8 only */
 	int64_t sfa_stride_m, sfa_stride_k;
-	int64_t m, n, k, g;
+	int64_t sfa_stride_g; /* masked form only */
+	int64_t m, n, k, g;  /* masked: m = max_m */
 };
 
 /* Driver entry points the API uses: X(member and symbol name, return and
@@ -91,6 +110,8 @@ CUresult cg_gmm_init(const struct cg_gmm_driver *drv);
  * why. */
 CUresult cg_gmm_offs(CUcontext ctx, CUstream s, const struct cg_gmm_problem *p);
 CUresult cg_gmm_contiguous(CUcontext ctx, CUstream s, const struct cg_gmm_problem *p);
+CUresult cg_gmm_psum(CUcontext ctx, CUstream s, const struct cg_gmm_problem *p);
+CUresult cg_gmm_masked(CUcontext ctx, CUstream s, const struct cg_gmm_problem *p);
 
 /* Why this thread's last call failed ("" after a success). */
 const char *cg_gmm_last_error(void);
@@ -98,18 +119,24 @@ const char *cg_gmm_last_error(void);
 /* ctypes-friendly entry points (exported with default visibility).
  * ctxguard_gmm_init_default() resolves the driver table from libcuda.so.1
  * unless cg_gmm_init() already ran (inside libctxguard.so the shim does
- * that with the real driver functions). */
+ * that with the real driver functions).  Each ctxguard_gmm_FORM() fills a
+ * problem from its arguments and returns cg_gmm_FORM()'s result; index is
+ * offs, layout or masked_m as that form reads it. */
 int ctxguard_gmm_init_default(void);
-int ctxguard_gmm_offs(uint64_t stream, int dtype, int b_layout, unsigned flags,
-		      uint64_t a, uint64_t b, uint64_t d, uint64_t offs,
-		      uint64_t sfa, uint64_t sfb, int64_t sfa_stride_m,
-		      int64_t sfa_stride_k, int64_t m, int64_t n, int64_t k,
-		      int64_t g);
-int ctxguard_gmm_contiguous(uint64_t stream, int dtype, int b_layout,
-			    unsigned flags, uint64_t a, uint64_t b, uint64_t d,
-			    uint64_t layout, uint64_t sfa, uint64_t sfb,
-			    int64_t sfa_stride_m, int64_t sfa_stride_k,
-			    int64_t m, int64_t n, int64_t k, int64_t g);
+/* offs, contiguous and psum: index = offs, layout and offs respectively */
+typedef int ctxguard_gmm_flat_fn(uint64_t stream, int dtype, int b_layout,
+				 unsigned flags, uint64_t a, uint64_t b,
+				 uint64_t d, uint64_t index, uint64_t sfa,
+				 uint64_t sfb, int64_t sfa_stride_m,
+				 int64_t sfa_stride_k, int64_t m, int64_t n,
+				 int64_t k, int64_t g);
+ctxguard_gmm_flat_fn ctxguard_gmm_offs, ctxguard_gmm_contiguous, ctxguard_gmm_psum;
+int ctxguard_gmm_masked(uint64_t stream, int dtype, int b_layout,
+			unsigned flags, uint64_t a, uint64_t b, uint64_t d,
+			uint64_t masked_m, uint64_t sfa, uint64_t sfb,
+			int64_t sfa_stride_m, int64_t sfa_stride_k,
+			int64_t sfa_stride_g, int64_t max_m, int64_t n,
+			int64_t k, int64_t g);
 const char *ctxguard_gmm_last_error(void);
 
 #ifdef __cplusplus

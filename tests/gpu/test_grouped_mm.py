@@ -3,9 +3,12 @@
 their ctypes entry points on torch tensors, against a float64 reference.
 
 Fresh random inputs every run.  Every case runs on the automatic path (TMA +
-wgmma on Hopper) and on the portable mma.sync path.  Outputs are poisoned
-with a NaN pattern first: rows that must be written are checked for NaN and
-error, rows that must not (padding, -1) for the exact poison bits.
+wgmma on Hopper) and on the portable mma.sync path, in each of the four
+forms: offs, contiguous (-1 padding rows), psum (groups start at the previous
+end rounded up to 128) and masked (A [G, max_m, K], masked_m valid rows per
+group).  Outputs are poisoned with a NaN pattern first: rows that must be
+written are checked for NaN and error, every other row (padding, gaps
+between psum groups, masked rows past masked_m) for the exact poison bits.
 
 Library: $CG_GMM_LIB, else build/kernels/libcg_gmm.so, else
 build/libctxguard.so.  Output is TAP-like; the last line is
@@ -24,6 +27,8 @@ BF16, FP8 = 0, 1
 NK, KN = 0, 1
 FORCE_PORTABLE = 1
 POISON = 0x7FA5  # a bf16 NaN with a payload nobody computes
+FORMS = ("offs", "contiguous", "psum", "masked")
+PSUM_ALIGN = 128
 CASE_TIMEOUT_S = 30
 
 
@@ -38,9 +43,10 @@ def load_lib():
         sys.exit("no grouped_mm library: make -f kernels/kernels.mk BUILD=build gmm-standalone")
     u64, i64 = ctypes.c_uint64, ctypes.c_int64
     sig = [u64, ctypes.c_int, ctypes.c_int, ctypes.c_uint] + [u64] * 6 + [i64] * 6
-    for name in ("ctxguard_gmm_offs", "ctxguard_gmm_contiguous"):
-        getattr(lib, name).argtypes = sig
-        getattr(lib, name).restype = ctypes.c_int
+    for form in FORMS:
+        fn = getattr(lib, "ctxguard_gmm_" + form)
+        fn.argtypes = sig + [i64] if form == "masked" else sig  # masked: sfa_stride_g after sfa_stride_k
+        fn.restype = ctypes.c_int
     lib.ctxguard_gmm_last_error.restype = ctypes.c_char_p
     rc = lib.ctxguard_gmm_init_default()
     if rc != 0:
@@ -53,9 +59,12 @@ def ptr(t):
 
 
 def call(lib, form, dtype, b_layout, flags, a, b, d, index, sfa, sfb, sfa_strides, m, n, k, g):
-    fn = lib.ctxguard_gmm_offs if form == "offs" else lib.ctxguard_gmm_contiguous
+    """sfa_strides: (m, k) strides, and for the masked form optionally g; m
+    is max_m in the masked form."""
+    fn = getattr(lib, "ctxguard_gmm_" + form)
+    strides = list(sfa_strides) + ([0] if form == "masked" and len(sfa_strides) == 2 else [])
     rc = fn(torch.cuda.current_stream().cuda_stream, dtype, b_layout, flags, ptr(a), ptr(b), ptr(d),
-            ptr(index), ptr(sfa), ptr(sfb), sfa_strides[0], sfa_strides[1], m, n, k, g)
+            ptr(index), ptr(sfa), ptr(sfb), *strides, m, n, k, g)
     if rc != 0:
         raise RuntimeError("grouped_mm returned %d: %s" % (rc, lib.ctxguard_gmm_last_error().decode()))
 
@@ -90,40 +99,96 @@ def calc_diff(x, y):
 
 
 class Case:
-    def __init__(self, name, form, dtype, b_layout, sizes, k, n, misalign=False, sfa_mn_major=False):
+    """sizes: rows per group (masked: masked_m values, which may lie outside
+    0..max_m to test the clamp); sfa_mn_major: DeepGEMM's MN-major
+    TMA-aligned sfa; sfa_group_pad: masked only, extra elements between
+    groups' sfa blocks, passed as an explicit sfa_stride_g (None: 0, the
+    packed default)."""
+
+    def __init__(self, name, form, dtype, b_layout, sizes, k, n, misalign=False, sfa_mn_major=False,
+                 max_m=0, sfa_group_pad=None):
         self.name, self.form, self.dtype, self.b_layout = name, form, dtype, b_layout
         self.sizes, self.k, self.n = sizes, k, n
         self.misalign, self.sfa_mn_major = misalign, sfa_mn_major
+        self.max_m, self.sfa_group_pad = max_m, sfa_group_pad
+
+
+def align(x, to):
+    return (x + to - 1) // to * to
 
 
 def rows_of(case):
-    """(m, index tensor, list of (group, row indices), rows never written)."""
+    """(rows of A and D, index tensor, list of (group, row indices), rows
+    never written, m as the call takes it)."""
     dev = "cuda"
     g = len(case.sizes)
-    if case.form == "offs":
-        ends = torch.tensor(case.sizes, dtype=torch.int64).cumsum(0)
-        m = int(ends[-1]) if g else 0
-        index = ends.to(torch.int32).to(dev)
-        spans, start = [], 0
-        for e, s in enumerate(case.sizes):
-            spans.append((e, torch.arange(start, start + s, device=dev)))
-            start += s
-        return m, index, spans, torch.zeros(0, dtype=torch.long, device=dev)
-    layout, spans, start = [], [], 0
+    spans, layout, ends, start = [], [], [], 0
     for e, s in enumerate(case.sizes):
-        block = (s + 127) // 128 * 128
-        layout += [e] * s + [-1] * (block - s)
+        if case.form == "masked":
+            start = e * case.max_m
+            s = min(max(s, 0), case.max_m)
+        elif case.form == "psum":
+            start = align(start, PSUM_ALIGN)
         spans.append((e, torch.arange(start, start + s, device=dev)))
-        start += block
-    layout += [-1] * 128  # a whole padding block too
-    index = torch.tensor(layout, dtype=torch.int32, device=dev)
-    return len(layout), index, spans, (index < 0).nonzero().flatten()
+        if case.form == "contiguous":
+            block = align(s, 128)
+            layout += [e] * s + [-1] * (block - s)
+            s = block
+        # psum: every other empty group ends before its aligned start (empty all the same)
+        ends.append(start - 1 if case.form == "psum" and s == 0 and e % 2 else start + s)
+        start += s
+    if case.form == "offs":
+        m = start
+        index = torch.tensor(ends, dtype=torch.int32, device=dev)
+    elif case.form == "psum":
+        m = start + 37  # rows past the last group too
+        index = torch.tensor(ends, dtype=torch.int32, device=dev)
+    elif case.form == "masked":
+        m = g * case.max_m
+        index = torch.tensor(case.sizes, dtype=torch.int32, device=dev)
+    else:
+        layout += [-1] * 128  # a whole padding block too
+        m = len(layout)
+        index = torch.tensor(layout, dtype=torch.int32, device=dev)
+    written = torch.zeros(m, dtype=torch.bool, device=dev)
+    for _, rows in spans:
+        written[rows] = True
+    return m, index, spans, (~written).nonzero().flatten(), case.max_m if case.form == "masked" else m
+
+
+def pack_sfa(case, sfa, m):
+    """sfa [rows, kb] (row-major) as the case hands it over: DeepGEMM's
+    MN-major TMA-aligned layout ([kb, rows rounded up to 4], per group in
+    masked form) and/or masked groups sfa_group_pad elements apart.
+    Returns (tensor, strides as call() takes them)."""
+    dev = "cuda"
+    kb = sfa.shape[1]
+    if not case.sfa_mn_major and case.sfa_group_pad is None:
+        return sfa, (0, 0)  # row-major [rows, kb]: the default strides
+    if case.form != "masked":
+        m4 = align(m, 4)
+        t = torch.zeros(kb, m4, device=dev)
+        t[:, :m] = sfa.t()
+        return t, (1, m4)
+    mm = case.max_m
+    inner = (kb, align(mm, 4)) if case.sfa_mn_major else (mm, kb)
+    per_group = inner[0] * inner[1] + (case.sfa_group_pad or 0)
+    t = torch.zeros(len(case.sizes) * per_group, device=dev)
+    for e in range(len(case.sizes)):
+        blk = t[e * per_group:e * per_group + inner[0] * inner[1]].view(*inner)
+        part = sfa[e * mm:(e + 1) * mm]
+        if case.sfa_mn_major:
+            blk[:, :mm] = part.t()
+        else:
+            blk.copy_(part)
+    sm, sk = (1, inner[1]) if case.sfa_mn_major else (kb, 1)
+    return t, (sm, sk, per_group if case.sfa_group_pad is not None else 0)
 
 
 def run_case(lib, case, flags):
     dev = "cuda"
     g, k, n = len(case.sizes), case.k, case.n
-    m, index, spans, untouched = rows_of(case)
+    m, index, spans, untouched, call_m = rows_of(case)
     a32 = torch.randn(max(m, 1), k, device=dev)[:m]
     w32 = torch.randn(g, n, k, device=dev) / math.sqrt(k)
     sfa = sfb = None
@@ -131,11 +196,7 @@ def run_case(lib, case, flags):
     if case.dtype == FP8:
         a, sfa, a_ref = quant_rows(a32)
         w, sfb, w_ref = quant_blocks(w32)
-        if case.sfa_mn_major:  # DeepGEMM's layout: [ceil(K/128), M rounded up to 4]
-            m4 = (m + 3) // 4 * 4
-            t = torch.zeros(sfa.shape[1], m4, device=dev)
-            t[:, :m] = sfa.t()
-            sfa, strides = t, (1, m4)
+        sfa, strides = pack_sfa(case, sfa, m)
     else:
         a, w = a32.to(torch.bfloat16), w32.to(torch.bfloat16)
         a_ref, w_ref = a.float(), w.float()
@@ -145,7 +206,7 @@ def run_case(lib, case, flags):
         a = torch.cat([a.new_zeros(1), a.flatten()])[1:].view(m, k)
         d = torch.empty(m * n + 1, dtype=torch.int16, device=dev).fill_(POISON).view(torch.bfloat16)[1:]
         d = d.view(m, n)
-    call(lib, case.form, case.dtype, case.b_layout, flags, a, b, d, index, sfa, sfb, strides, m, n, k, g)
+    call(lib, case.form, case.dtype, case.b_layout, flags, a, b, d, index, sfa, sfb, strides, call_m, n, k, g)
     torch.cuda.synchronize()
 
     out = d.double()
@@ -163,7 +224,7 @@ def run_case(lib, case, flags):
         diffs.append((got, ref))
     bits = d.view(torch.int16)[untouched]
     if untouched.numel() and not bool((bits == POISON).all()):
-        return False, "%d values of -1 rows were written" % int((bits != POISON).sum())
+        return False, "%d values of rows outside every group were written" % int((bits != POISON).sum())
     rel = math.sqrt(num / den) if den > 0 else 0.0
     if case.dtype == FP8:
         got = torch.cat([x.flatten() for x, _ in diffs]) if diffs else torch.zeros(1)
@@ -202,6 +263,16 @@ def cases():
                  ragged(rng, 8, 0, 300, 4), 512, 640),
             Case("bf16 contiguous G=32 decode 0..20 rows K=512 N=256 " + bname, "contiguous", BF16, bl,
                  ragged(rng, 32, 0, 20, 6), 512, 256),
+            Case("bf16 psum G=6 0..400 rows+empty K=256 N=384 " + bname, "psum", BF16, bl,
+                 ragged(rng, 6, 0, 400, 3), 256, 384),
+            Case("bf16 psum G=16 decode 0..40 rows+empty+single K=200 N=200 " + bname, "psum", BF16, bl,
+                 [1] + ragged(rng, 15, 0, 40, 4), 200, 200),
+            Case("bf16 masked G=8 max_m=64 masked_m 0,1,64,.. K=200 N=200 " + bname, "masked", BF16, bl,
+                 [0, 1, 64] + ragged(rng, 5, 0, 64), 200, 200, max_m=64),
+            Case("bf16 masked G=4 max_m=384 masked_m 384,0,1,.. K=512 N=640 " + bname, "masked", BF16, bl,
+                 [384, 0, 1] + ragged(rng, 1, 100, 383), 512, 640, max_m=384),
+            Case("bf16 masked decode G=32 max_m=256 masked_m 32..128 K=1024 N=512 " + bname, "masked", BF16,
+                 bl, ragged(rng, 32, 32, 128), 1024, 512, max_m=256),
         ]
     out += [
         Case("fp8 offs G=8 ragged+empty K=640 N=384", "offs", FP8, NK, ragged(rng, 8, 0, 300, 3), 640, 384),
@@ -217,6 +288,30 @@ def cases():
              512, 512),
         Case("fp8 contiguous G=16 decode 0..30 rows K=768 N=384", "contiguous", FP8, NK,
              ragged(rng, 16, 0, 30, 5), 768, 384),
+        Case("fp8 contiguous sfa MN-major G=6 K=384 N=256", "contiguous", FP8, NK, ragged(rng, 6, 0, 300, 4),
+             384, 256, sfa_mn_major=True),
+        Case("fp8 psum G=6 0..400 rows+empty K=640 N=384", "psum", FP8, NK, ragged(rng, 6, 0, 400, 3), 640, 384),
+        Case("fp8 psum sfa MN-major G=5 K=384 N=256", "psum", FP8, NK, [1] + ragged(rng, 4, 0, 300), 384, 256,
+             sfa_mn_major=True),
+        Case("fp8 psum decode G=32 0..20 rows K=512 N=256", "psum", FP8, NK, ragged(rng, 32, 0, 20, 6), 512, 256),
+        Case("fp8 psum odd K=100 N=90", "psum", FP8, NK, ragged(rng, 4, 0, 150, 3), 100, 90),
+        Case("fp8 psum B[G,K,N] K=256 N=256", "psum", FP8, KN, ragged(rng, 4, 0, 200), 256, 256),
+        Case("fp8 masked G=8 max_m=128 masked_m 0,1,128,.. K=512 N=384", "masked", FP8, NK,
+             [0, 1, 128] + ragged(rng, 5, 0, 128), 512, 384, max_m=128),
+        Case("fp8 masked sfa MN-major G=8 max_m=128 K=512 N=384", "masked", FP8, NK,
+             [128, 0] + ragged(rng, 6, 1, 128), 512, 384, max_m=128, sfa_mn_major=True),
+        Case("fp8 masked sfa MN-major, groups padded apart, G=4 max_m=384 K=640 N=512", "masked", FP8, NK,
+             [384, 0, 1, 250], 640, 512, max_m=384, sfa_mn_major=True, sfa_group_pad=12),
+        Case("fp8 masked sfa row-major, groups padded apart, G=3 max_m=70 K=256 N=256", "masked", FP8, NK,
+             [70, 3, 0], 256, 256, max_m=70, sfa_group_pad=5),
+        Case("fp8 masked G=6 max_m=64 K=208 N=200 (partial scale blocks)", "masked", FP8, NK,
+             [64, 0] + ragged(rng, 4, 1, 64), 208, 200, max_m=64),
+        Case("fp8 masked masked_m -3 and max_m+5 clamped, G=4 max_m=96 K=256 N=256", "masked", FP8, NK,
+             [-3, 101, 96, 40], 256, 256, max_m=96),
+        Case("fp8 masked B[G,K,N] G=4 max_m=64 K=256 N=256", "masked", FP8, KN, [64, 0, 1, 30], 256, 256,
+             max_m=64),
+        Case("fp8 masked decode G=32 max_m=256 masked_m 32..128 K=1024 N=512 sfa MN-major", "masked", FP8, NK,
+             ragged(rng, 32, 32, 128), 1024, 512, max_m=256, sfa_mn_major=True),
     ]
     return out
 

@@ -2,7 +2,8 @@
 # (r) The bundled grouped_mm kernels, as shipped: embedded in
 # libctxguard.so, called through its ctypes entry points, against a float64
 # reference on fresh random inputs (tests/gpu/test_grouped_mm.py), on the
-# Hopper path and on the portable path.
+# Hopper path and on the portable path, in the offs, contiguous, psum and
+# masked forms.
 # shellcheck source=tests/gpu/lib.sh
 . "$(dirname "$0")/../lib.sh"
 need_gpus 1
