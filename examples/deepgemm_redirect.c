@@ -69,20 +69,23 @@ static const uint32_t group_rows[G] = { 100, 128, 37, 90 };
 enum { BLOCK_M = 64, BLOCK_N = 128, NUM_SMS = 132, THREADS = 256, MULTICAST = 2, SWIZZLE = 128 };
 enum { TRANSPOSE_THREADS = 512, TRANSPOSE_BLOCK = 64, TRANSPOSE_SMEM = TRANSPOSE_BLOCK * (KB + 1 - KB % 2) * 4 };
 
-#define BF16_NAME(MAJOR_B, GROUPS, TYPE)                                                          \
-	"_ZN9deep_gemm19sm90_bf16_gemm_implILN4cute4UMMA5MajorE0ELS3_" MAJOR_B "ELj0ELj0ELj0ELj" \
-	GROUPS "ELj64ELj128ELj64ELj128ELj128ELj128ELj4ELj128ELj128ELj2ELb0ELj132ELNS_8GemmTypeE" \
-	TYPE "ELb0EN7cutlass10bfloat16_tEEEvPijjj14CUtensorMap_stS8_S8_"
-#define FP8_NAME(GROUPS, TYPE)                                                                     \
-	"_ZN9deep_gemm23sm90_fp8_gemm_1d2d_implILN4cute4UMMA5MajorE0ELj0ELj0ELj0ELj" GROUPS        \
-	"ELj64ELj128ELj128ELj128ELj128ELj128ELj4ELj128ELj128ELj2ELb0ELj132ELNS_8GemmTypeE" TYPE    \
-	"EN7cutlass10bfloat16_tENS_8epilogue9transform16EpilogueIdentityEEEvPfPijjj14CUtensorMap_stSC_SC_SC_"
+/* SHAPE_N, SHAPE_K: "0" "0" for normal, "256" "512" (compiled in) otherwise. */
+#define BF16_NAME(MAJOR_B, SN, SK, GROUPS, TYPE)                                                  \
+	"_ZN9deep_gemm19sm90_bf16_gemm_implILN4cute4UMMA5MajorE0ELS3_" MAJOR_B "ELj0ELj" SN "ELj" \
+	SK "ELj" GROUPS "ELj64ELj128ELj64ELj128ELj128ELj128ELj4ELj128ELj128ELj2ELb0ELj132E"        \
+	"LNS_8GemmTypeE" TYPE "ELb0EN7cutlass10bfloat16_tEEEvPijjj14CUtensorMap_stS8_S8_"
+#define FP8_NAME(SN, SK, GROUPS, TYPE)                                                             \
+	"_ZN9deep_gemm23sm90_fp8_gemm_1d2d_implILN4cute4UMMA5MajorE0ELj0ELj" SN "ELj" SK "ELj"     \
+	GROUPS "ELj64ELj128ELj128ELj128ELj128ELj128ELj4ELj128ELj128ELj2ELb0ELj132ELNS_8GemmTypeE"  \
+	TYPE "EN7cutlass10bfloat16_tENS_8epilogue9transform16EpilogueIdentityEEEvPfPijjj"         \
+	"14CUtensorMap_stSC_SC_SC_"
 /* [dtype][layout]; GemmType: Normal 0, MGroupedContiguous 1, MGroupedMasked 2, psum 5. */
 static const char *const gemm_names[3][4] = {
-	[DT_BF16] = { BF16_NAME("0", "1", "0"), BF16_NAME("0", "4", "1"), BF16_NAME("0", "4", "5"),
-		      BF16_NAME("0", "4", "2") },
-	[DT_BF16_NN] = { NULL, BF16_NAME("1", "4", "1"), NULL, NULL },
-	[DT_FP8] = { FP8_NAME("1", "0"), FP8_NAME("4", "1"), FP8_NAME("4", "5"), FP8_NAME("4", "2") },
+	[DT_BF16] = { BF16_NAME("0", "0", "0", "1", "0"), BF16_NAME("0", "256", "512", "4", "1"),
+		      BF16_NAME("0", "256", "512", "4", "5"), BF16_NAME("0", "256", "512", "4", "2") },
+	[DT_BF16_NN] = { NULL, BF16_NAME("1", "256", "512", "4", "1"), NULL, NULL },
+	[DT_FP8] = { FP8_NAME("0", "0", "1", "0"), FP8_NAME("256", "512", "4", "1"),
+		     FP8_NAME("256", "512", "4", "5"), FP8_NAME("256", "512", "4", "2") },
 };
 static const char transpose_name[] = "_ZN9deep_gemm14transpose_fp32ILj512ELj64ELj4ELj5EEEvPKfPfj";
 static const char producer_name[] = "ctxguard_fixture_produce";

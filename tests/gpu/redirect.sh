@@ -102,3 +102,32 @@ verdict_same() {
 	! has "$1" err '^ctxguard: redirect:' || { echo "redirected a launch that does not cross"; return 1; }
 	has "$1" err '^ctxguard: pid [0-9]+:.*[^0-9]0 crossings' || { echo "summary missing or reports crossings"; return 1; }
 }
+
+# torch_situations PROGRAM...: runs PROGRAM SITUATION (examples/deepgemm_torch.py
+# and its options) without ctxguard in race-default, which must be wrong
+# (exit 4) after a real race, then under --mode redirect in every crossing
+# situation, each of which must be right and redirected; fails the case
+# otherwise.
+torch_situations() {
+	local sit
+	local -a failed=()
+	echo "== without ctxguard: race-default"
+	run plain "$@" race-default
+	show plain
+	[[ $STATUS != 5 ]] || skip "$(tail -n 1 "$TMP/plain.out")"
+	grep -q 'producer still running at the call: yes' "$TMP/plain.out" || fail "the producer had finished: no race"
+	expect_status 4
+	for sit in "${CROSSING_SITUATIONS[@]}"; do
+		echo "== --mode redirect: $sit"
+		run "$sit" "$CTXGUARD" --mode redirect -- "$@" "$sit"
+		show "$sit"
+		if [[ $STATUS == 0 ]] && grep -qx 'deepgemm_torch: ok' "$TMP/$sit.out" &&
+			grep -q '^ctxguard: redirect:' "$TMP/$sit.err" && raced "$sit" "$sit"; then
+			echo "PASS $sit"
+		else
+			echo "FAIL $sit"
+			failed+=("$sit")
+		fi
+	done
+	(( ${#failed[@]} == 0 )) || fail "wrong or not redirected under --mode redirect: ${failed[*]}"
+}
