@@ -11,6 +11,8 @@
 #                                 may make on a launch
 #   bench-overhead                builds it, runs bench/run_overhead.py (a GPU
 #                                 machine; build/libctxguard.so must exist)
+#   bench-redirect                a redirected DeepGEMM call vs a plain
+#                                 bundled launch (two GPUs, torch)
 BUILD ?= build
 CUDA ?= /usr/local/cuda
 BENCH_CC ?= $(CC)
@@ -47,3 +49,11 @@ bench-hotpath: $(BUILD)/bench/hotpath $(LIB)
 	bench/hotpath.sh $(BUILD)
 	@echo "without link-time optimisation:"
 	bench/hotpath.sh $(BUILD)/nolto
+
+# A redirected DeepGEMM call against a plain launch of the same bundled
+# kernel on the right device (bench/bench_redirect.py; two GPUs, torch).
+# The fixture cubin's rule is tests/gpu/gpu.mk's.
+.PHONY: bench-redirect
+bench-redirect: $(LIB) $(CMD) $(BUILD)/gpu/deepgemm_sm90.cubin
+	CG_GMM_LIB=$(abspath $(LIB)) $(CMD) --mode redirect -- python3 bench/bench_redirect.py \
+	    --cubin $(BUILD)/gpu/deepgemm_sm90.cubin

@@ -7,21 +7,30 @@
 #                                    producer, empty), Hopper only
 #   build/examples/deepgemm_route    DeepGEMM's driver route; dlopens libcuda,
 #                                    so it links nothing CUDA
+#   build/gpu/deepgemm_sm90.cubin    DeepGEMM's exact sm90 kernel names and ABIs
+#                                    (bf16, fp8 1d2d, transpose_fp32), producer
+#   build/examples/deepgemm_redirect one DeepGEMM call per (dtype, layout,
+#                                    situation), checked (issue 10's redirect)
 BUILD ?= build
 CUDA ?= /usr/local/cuda
 NVCC ?= $(firstword $(wildcard $(CUDA)/bin/nvcc) nvcc)
 GPU_CC ?= $(CC)
 GPU_CFLAGS ?= -std=c11 -D_GNU_SOURCE -Wall -Wextra $(WERROR_FLAG) -O2 -g -fPIC $(EXTRA_CFLAGS)
 
-GPU_FIXTURES := $(BUILD)/gpu/deepgemm_abi.cubin $(BUILD)/examples/deepgemm_route
+GPU_FIXTURES := $(BUILD)/gpu/deepgemm_abi.cubin $(BUILD)/examples/deepgemm_route \
+                $(BUILD)/gpu/deepgemm_sm90.cubin $(BUILD)/examples/deepgemm_redirect
 
 .PHONY: gpu-fixtures
 gpu-fixtures: $(GPU_FIXTURES)
 
-$(BUILD)/gpu/deepgemm_abi.cubin: kernels/fixtures/deepgemm_abi.cu
+$(BUILD)/gpu/%.cubin: kernels/fixtures/%.cu kernels/fixtures/fixture_ptx.cuh
 	@mkdir -p $(@D)
 	$(NVCC) -gencode=arch=compute_90a,code=sm_90a -cubin $(if $(WERROR_FLAG),-Werror all-warnings) -o $@ $<
 
 $(BUILD)/examples/deepgemm_route: examples/deepgemm_route.c
+	@mkdir -p $(@D)
+	$(GPU_CC) $(GPU_CFLAGS) -I$(CUDA)/include -o $@ $< -ldl -lm
+
+$(BUILD)/examples/deepgemm_redirect: examples/deepgemm_redirect.c
 	@mkdir -p $(@D)
 	$(GPU_CC) $(GPU_CFLAGS) -I$(CUDA)/include -o $@ $< -ldl -lm

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# (issue 10) What redirect has to fix, shown without ctxguard for every
+# (dtype, layout): silent (current device 0, operands on device 1, peer
+# access) computes the right D over peer access; race-default and race-side
+# (device 1's legacy / non-blocking side stream still producing A) give a
+# wrong D, so the redirect cases can fail; handle (current device 1) is
+# refused with CUDA_ERROR_INVALID_HANDLE.
+# shellcheck source=tests/gpu/lib.sh
+. "$(dirname "$0")/../lib.sh"
+# shellcheck source=tests/gpu/redirect.sh
+. "$(dirname "$0")/../redirect.sh"
+need_gpus 2
+need_files "$REDIRECT" "$SM90_CUBIN"
+"$REDIRECT" bf16 contiguous silent "$SM90_CUBIN" >"$TMP/probe.out" 2>&1
+[[ $? != 5 ]] || skip "$(tail -n 1 "$TMP/probe.out")"
+SITUATIONS=("${CROSSING_SITUATIONS[@]}")
+RUNNER=()
+matrix verdict_plain "${COMBOS_CONTIGUOUS[@]}" "${COMBOS_LAYOUTS[@]}"
+(( FAILED == 0 )) || fail "$FAILED combinations did not show the failure without ctxguard"
+pass "without ctxguard: races corrupt D, handle is refused, silent runs over peer access"

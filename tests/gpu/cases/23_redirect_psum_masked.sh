@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# (issue 10) The same as case 22 for GemmType MGroupedContiguousWithPsumLayout
+# and MGroupedMasked, bf16 and fp8.  These need the bundled kernels' psum
+# and masked layouts; until they land ctxguard falls back to abort for them,
+# and this case fails, naming each combination.
+# shellcheck source=tests/gpu/lib.sh
+. "$(dirname "$0")/../lib.sh"
+# shellcheck source=tests/gpu/redirect.sh
+. "$(dirname "$0")/../redirect.sh"
+need_gpus 2
+need_files "$CTXGUARD" "$REDIRECT" "$SM90_CUBIN"
+"$REDIRECT" bf16 psum silent "$SM90_CUBIN" >"$TMP/probe.out" 2>&1
+[[ $? != 5 ]] || skip "$(tail -n 1 "$TMP/probe.out")"
+SITUATIONS=("${CROSSING_SITUATIONS[@]}")
+RUNNER=("$CTXGUARD" --mode redirect --)
+matrix verdict_redirected "${COMBOS_LAYOUTS[@]}"
+(( FAILED == 0 )) || fail "$FAILED psum / masked combinations wrong or not redirected"
+pass "every psum / masked DeepGEMM call correct under --mode redirect"

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# (issue 10) Redirect changes nothing for abort: under --mode abort every
+# crossing call of case 21 (all dtypes, layouts, situations) is stopped
+# before its launch goes through (fp8: at transpose_fp32, DeepGEMM's first
+# launch of the call), with the documented message first.
+# shellcheck source=tests/gpu/lib.sh
+. "$(dirname "$0")/../lib.sh"
+# shellcheck source=tests/gpu/redirect.sh
+. "$(dirname "$0")/../redirect.sh"
+need_gpus 2
+need_files "$CTXGUARD" "$REDIRECT" "$SM90_CUBIN"
+"$REDIRECT" bf16 contiguous silent "$SM90_CUBIN" >"$TMP/probe.out" 2>&1
+[[ $? != 5 ]] || skip "$(tail -n 1 "$TMP/probe.out")"
+SITUATIONS=("${CROSSING_SITUATIONS[@]}")
+RUNNER=("$CTXGUARD" --mode abort --)
+matrix verdict_aborted "${COMBOS_CONTIGUOUS[@]}" "${COMBOS_LAYOUTS[@]}"
+(( FAILED == 0 )) || fail "$FAILED crossing calls not stopped before the launch"
+pass "every crossing DeepGEMM call stopped before the launch under --mode abort"
