@@ -241,6 +241,7 @@ struct cg_tmap {
 	int dtype, rank;
 	uint64_t dims[5];
 	uint32_t box[5];
+	uint64_t strides[4];       /* bytes, dimension 1 up (tiled encodes) */
 };
 /* The tensor map whose 128 descriptor bytes are desc, if ctxguard saw it
  * encoded (bounded: the oldest are forgotten). */
