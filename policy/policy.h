@@ -123,6 +123,9 @@ struct cg_crossing {
 	unsigned long long addr;   /* operand address */
 	int addr_dev;
 	const char *operand;       /* "pointer" or a tensor map's shape */
+	/* action redirect */
+	int redirect_dev;          /* where the work ran */
+	const char *redirect_via;  /* bundled entry point, or "re-homed" */
 };
 
 /* The report abort/warn print on stderr: the rule's message (the

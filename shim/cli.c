@@ -195,9 +195,6 @@ int main(int argc, char **argv)
 		fprintf(stderr, "ctxguard: %lu crossing%s reported (abort %lu, error %lu, warn %lu)\n",
 			crossings, crossings == 1 ? "" : "s", counts[CG_ACT_ABORT],
 			counts[CG_ACT_ERROR], counts[CG_ACT_WARN]);
-	if (counts[CG_ACT_REDIRECT])
-		fprintf(stderr, "ctxguard: %lu crossing launch%s redirected\n", counts[CG_ACT_REDIRECT],
-			counts[CG_ACT_REDIRECT] == 1 ? "" : "es");
 	if (crossings && exit_code)
 		return exit_code;
 	if (WIFSIGNALED(ws))

@@ -69,6 +69,7 @@ static void peer_remove(CUcontext from, CUcontext to)
 static void ctx_release_resources(CUcontext ctx)
 {
 	fake_stream_drop_ctx(ctx);
+	fake_event_drop_ctx(ctx);
 	fake_library_drop_ctx(ctx);
 	fake_module_drop_ctx(ctx);
 	fake_mem_drop_ctx(ctx);

@@ -46,6 +46,7 @@ static CUresult stream_create(CUstream *phStream, unsigned flags, int priority)
 	/* H200 priorities range from 0 (least) to -5 (greatest); others are clamped. */
 	s->priority = priority > 0 ? 0 : priority < -5 ? -5 : priority;
 	*phStream = s;
+	fake_trace_note("cuStreamCreate", ctx, NULL, s, NULL);
 	return CUDA_SUCCESS;
 }
 
@@ -133,3 +134,35 @@ static CUresult stream_wait(CUstream s)
 	}
 
 STREAM_VARIANTS(DEFINE_STREAM_QUERIES)
+
+static CUresult stream_is_capturing(CUstream s, CUstreamCaptureStatus *status)
+{
+	CUcontext ctx;
+	if (!status)
+		return CUDA_ERROR_INVALID_VALUE;
+	CUresult rc = fake_stream_ctx(s, &ctx);
+	if (rc == CUDA_SUCCESS)
+		*status = !fake_stream_is_special(s) && s->capturing ? CU_STREAM_CAPTURE_STATUS_ACTIVE
+								     : CU_STREAM_CAPTURE_STATUS_NONE;
+	return rc;
+}
+
+CUresult CUDAAPI cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus)
+{
+	FAKE_ENTER();
+	return fake_leave(stream_is_capturing(hStream, captureStatus));
+}
+
+CUresult CUDAAPI cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus)
+{
+	FAKE_ENTER();
+	return fake_leave(stream_is_capturing(hStream, captureStatus));
+}
+
+void fake_stream_set_capturing(CUstream s, int on)
+{
+	fake_lock();
+	if (fake_pool_live(&stream_pool, s))
+		s->capturing = on != 0;
+	fake_unlock();
+}
