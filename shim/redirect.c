@@ -367,9 +367,11 @@ static void done(struct cg_crossing *c, struct cg_fn *fn, const struct plan *p)
 	c->action = CG_ACT_REDIRECT;
 	c->redirect_dev = p->to_dev;
 	c->redirect_via = p->via;
+	/* From the function's device for kind (a), the launch's for (b). */
 	if (!atomic_exchange(&fn->redirected, 1))
 		cg_stderr("ctxguard: redirect: %s from device %d to device %d (%s)\n",
-			  shown_name(fn), c->launch_dev, p->to_dev, p->via);
+			  shown_name(fn), c->kind == 'a' ? c->owner_dev : c->launch_dev, p->to_dev,
+			  p->via);
 	log_redirect(c);
 }
 
