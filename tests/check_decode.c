@@ -183,12 +183,18 @@ END_TEST
 
 /* Each refusal: what to change in a good bf16 contiguous launch, and the
  * phrase the reason must carry. */
-static void no_sfb_map(void) { L.seen[1] = 0; }
+static void b_not_seen(void) { L.seen[1] = 0; }
 static void a_dims(void) { L.map[0].dims[1] = 1000; }
 static void a_padded(void) { L.map[0].strides[0] += 128; }
 static void b_uint8(void) { L.map[1].dtype = CU_TENSOR_MAP_DATA_TYPE_UINT8; }
 static void null_layout(void) { L.layout = 0; }
 static void nothing(void) {}
+
+/* bf16 template arguments: A's and B's majors, then the fixed middle
+ * (shapes, groups, blocks, swizzles, stages, threads, multicast, SMs). */
+#define TARGS(major_a, tail)                                                             \
+	"(cute::UMMA::Major)" #major_a ", (cute::UMMA::Major)0, 0u, 0u, 0u, 8u, 128u, 128u, " \
+	"64u, 128u, 128u, 128u, 5u, 128u, 256u, 1u, true, 132u, " tail
 
 static const struct {
 	const char *template_args; /* replaces the template argument list */
@@ -196,27 +202,21 @@ static const struct {
 	void (*change)(void);
 	const char *reason;
 } refusals[] = {
-	{"(cute::UMMA::Major)0, (cute::UMMA::Major)0, 0u, 0u, 0u, 8u, 128u, 128u, 64u, 128u, "
-	 "128u, 128u, 5u, 128u, 256u, 1u, true, 132u, (deep_gemm::GemmType)1, true, "
-	 "cutlass::bfloat16_t", NULL, nothing, "accumulation into D"},
-	{"(cute::UMMA::Major)0, (cute::UMMA::Major)0, 0u, 0u, 0u, 8u, 128u, 128u, 64u, 128u, "
-	 "128u, 128u, 5u, 128u, 256u, 1u, true, 132u, (deep_gemm::GemmType)3, false, "
-	 "cutlass::bfloat16_t", NULL, nothing, "GemmType::KGroupedContiguous is not"},
-	{"(cute::UMMA::Major)0, (cute::UMMA::Major)0, 0u, 0u, 0u, 8u, 128u, 128u, 64u, 128u, "
-	 "128u, 128u, 5u, 128u, 256u, 1u, true, 132u, (deep_gemm::GemmType)4, false, "
-	 "cutlass::bfloat16_t", NULL, nothing, "GemmType::Batched is not"},
-	{"(cute::UMMA::Major)1, (cute::UMMA::Major)0, 0u, 0u, 0u, 8u, 128u, 128u, 64u, 128u, "
-	 "128u, 128u, 5u, 128u, 256u, 1u, true, 132u, (deep_gemm::GemmType)1, false, "
-	 "cutlass::bfloat16_t", NULL, nothing, "A is MN-major"},
-	{"(cute::UMMA::Major)0, (cute::UMMA::Major)0, 0u, 0u, 0u, 8u, 128u, 128u, 64u, 128u, "
-	 "128u, 128u, 5u, 128u, 256u, 1u, true, 132u, (deep_gemm::GemmType)1, false, float",
-	 NULL, nothing, "output type float"},
-	{"(cute::UMMA::Major)0, (cute::UMMA::Major)0, 0u, 0u, 0u, 8u, 128u, 128u, 64u, 128u, "
-	 "128u, 128u, 5u, 128u, 256u, 1u, true, 132u, (deep_gemm::GemmType)1, false",
-	 NULL, nothing, "undecodable ABI: 20 template arguments, expected 21"},
+	{TARGS(0, "(deep_gemm::GemmType)1, true, cutlass::bfloat16_t"), NULL, nothing,
+	 "accumulation into D"},
+	{TARGS(0, "(deep_gemm::GemmType)3, false, cutlass::bfloat16_t"), NULL, nothing,
+	 "GemmType::KGroupedContiguous is not"},
+	{TARGS(0, "(deep_gemm::GemmType)4, false, cutlass::bfloat16_t"), NULL, nothing,
+	 "GemmType::Batched is not"},
+	{TARGS(1, "(deep_gemm::GemmType)1, false, cutlass::bfloat16_t"), NULL, nothing,
+	 "A is MN-major"},
+	{TARGS(0, "(deep_gemm::GemmType)1, false, float"), NULL, nothing,
+	 "output type float"},
+	{TARGS(0, "(deep_gemm::GemmType)1, false"), NULL, nothing,
+	 "undecodable ABI: 20 template arguments, expected 21"},
 	{NULL, "(int*, unsigned int, unsigned int, CUtensorMap_st, CUtensorMap_st, "
 	 "CUtensorMap_st)", nothing, "undecodable ABI: parameters"},
-	{NULL, NULL, no_sfb_map, "tensor map b was never seen encoded"},
+	{NULL, NULL, b_not_seen, "tensor map b was never seen encoded"},
 	{NULL, NULL, a_dims, "tensor map a has dims {2048, 1000}, expected {2048, 1030}"},
 	{NULL, NULL, a_padded, "tensor map a has a row stride of 4224 bytes, expected 4096"},
 	{NULL, NULL, b_uint8, "tensor map b is 2-D of data type 0, expected 2-D of 9"},
@@ -225,19 +225,29 @@ static const struct {
 
 START_TEST(each_refusal)
 {
-	char good[2048];
+	char good[2048], targs[1024];
 	bf16_name(good, sizeof good, 0, 8, 1, "false", "cutlass::bfloat16_t");
 	const char *lt = strchr(good, '<'), *gt = strstr(good, ">(");
+	snprintf(targs, sizeof targs, "%.*s", (int)(gt - lt - 1), lt + 1);
 	snprintf(name, sizeof name, "%.*s%s>%s", (int)(lt + 1 - good), good,
-		 refusals[_i].template_args ? refusals[_i].template_args
-					    : (snprintf(why, sizeof why, "%.*s",
-							(int)(gt - lt - 1), lt + 1), why),
+		 refusals[_i].template_args ? refusals[_i].template_args : targs,
 		 refusals[_i].params ? refusals[_i].params : gt + 1);
 	make_launch(0, 0, 0, 1030, 1536, 2048, 8);
 	refusals[_i].change();
 	ck_assert_int_eq(decode(), -1);
 	ck_assert_msg(strstr(why, refusals[_i].reason), "reason '%s', expected '%s'", why,
 		      refusals[_i].reason);
+}
+END_TEST
+
+/* fp8: the scale map must be DeepGEMM's MN-major, TMA-aligned one. */
+START_TEST(fp8_scale_map_refused)
+{
+	fp8_name(name, sizeof name, 8, 1);
+	make_launch(1, 0, 0, 1030, 1536, 2048, 8);
+	L.map[3].dims[0] = 1030;
+	ck_assert_int_eq(decode(), -1);
+	ck_assert_str_eq(why, "tensor map sfa has dims {1030, 16}, expected {1032, 16}");
 }
 END_TEST
 
@@ -248,6 +258,7 @@ int main(void)
 	tcase_add_loop_test(t, every_variant, 0, sizeof variants / sizeof variants[0]);
 	tcase_add_test(t, other_kernels_are_not_gemms);
 	tcase_add_loop_test(t, each_refusal, 0, sizeof refusals / sizeof refusals[0]);
+	tcase_add_test(t, fp8_scale_map_refused);
 	suite_add_tcase(s, t);
 	return run_suite(s);
 }

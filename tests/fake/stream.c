@@ -147,17 +147,15 @@ static CUresult stream_is_capturing(CUstream s, CUstreamCaptureStatus *status)
 	return rc;
 }
 
-CUresult CUDAAPI cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus)
-{
-	FAKE_ENTER();
-	return fake_leave(stream_is_capturing(hStream, captureStatus));
-}
+#define DEFINE_STREAM_IS_CAPTURING(suffix)                                                         \
+	CUresult CUDAAPI cuStreamIsCapturing##suffix(CUstream hStream,                             \
+						     CUstreamCaptureStatus *captureStatus)         \
+	{                                                                                          \
+		FAKE_ENTER();                                                                      \
+		return fake_leave(stream_is_capturing(hStream, captureStatus));                    \
+	}
 
-CUresult CUDAAPI cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus)
-{
-	FAKE_ENTER();
-	return fake_leave(stream_is_capturing(hStream, captureStatus));
-}
+STREAM_VARIANTS(DEFINE_STREAM_IS_CAPTURING)
 
 void fake_stream_set_capturing(CUstream s, int on)
 {
