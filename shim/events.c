@@ -88,3 +88,15 @@ void cg_events_forget(CUcontext ctx)
 		}
 	pthread_mutex_unlock(&lock);
 }
+
+/* In a forked child (see cg_streams_reset). */
+void cg_events_reset(void)
+{
+	pthread_mutex_init(&lock, NULL);
+	while (all) {
+		struct pool *p = all;
+		all = p->next;
+		free(p->free);
+		free(p);
+	}
+}

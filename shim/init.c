@@ -6,7 +6,7 @@
 #include <sched.h>
 #include <stdlib.h>
 
-#include "shim.h"
+#include "redirect.h"
 
 extern char **environ;
 
@@ -80,6 +80,7 @@ static void after_fork_child(void)
 	cg_registry_reset();
 	cg_context_reset();
 	cg_memory_reset();
+	cg_redirect_forked();
 	cg_report_forked();
 }
 

@@ -6,10 +6,10 @@
  * Ordering.  The program queued the launch on stream S; the operands were
  * produced on the target device by its own streams.  The work runs on T,
  * ctxguard's non-blocking stream of the target context, after an event on
- * S and after the current tail of every stream ctxguard knows there (the
- * legacy and per-thread default streams, and every stream the program
- * created); then S and each of those streams wait for an event recorded on
- * T.  When the target is the launch context itself (kind a with the
+ * S and after the current tail of every stream ctxguard knows there with
+ * work pending (the legacy and per-thread default streams, and every
+ * stream the program created); then S and each of those streams wait for
+ * an event recorded on T.  When the target is the launch context itself (kind a with the
  * operands on the launch device) the work simply runs on S.  Everything
  * that could refuse (decode, devices, capture, stream count) is decided
  * before the first event is recorded. */
@@ -303,8 +303,11 @@ static CUresult ordered(const struct plan *p, const struct cg_launch *l, const s
 
 	cg_call.cuCtxPushCurrent_v2(p->target);
 	FAIL(cg_call.cuStreamWaitEvent(t, before, 0), "cuStreamWaitEvent");
-	/* One event serves every tail: each wait takes the record before it. */
+	/* One event serves every tail: each wait takes the record before it.
+	 * A stream with nothing pending has no tail to wait for. */
 	for (size_t i = 0; i < nk; i++) {
+		if (cg_call.cuStreamQuery(known_stream(known, i)) == CUDA_SUCCESS)
+			continue;
 		FAIL(cg_call.cuEventRecord(inside, known_stream(known, i)), "cuEventRecord");
 		FAIL(cg_call.cuStreamWaitEvent(t, inside, 0), "cuStreamWaitEvent");
 	}
@@ -402,6 +405,15 @@ CUresult cg_redirect(const struct cg_launch *l)
 		return impossible(&c, fn, why);
 	done(&c, fn, &p);
 	return CUDA_SUCCESS;
+}
+
+void cg_redirect_forked(void)
+{
+	for (int i = 0; i < MAX_DEVICES; i++)
+		atomic_store(&primary[i], NULL);
+	cg_streams_reset();
+	cg_events_reset();
+	cg_rehome_reset();
 }
 
 CUresult cg_redirect_refuse(const char *api)

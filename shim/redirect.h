@@ -28,6 +28,12 @@ CUresult cg_redirect(const struct cg_launch *l);
 /* A crossing noted by a launch API redirect does not handle: the fallback. */
 CUresult cg_redirect_refuse(const char *api);
 
+/* A forked child starts without the parent's streams, events and twins. */
+void cg_redirect_forked(void);
+void cg_streams_reset(void);
+void cg_events_reset(void);
+void cg_rehome_reset(void);
+
 /* Known streams of ctx (shim/streams.c): copies up to max, returns how
  * many there are. */
 size_t cg_streams_of(CUcontext ctx, CUstream *out, size_t max);

@@ -134,6 +134,29 @@ void cg_rehome_drop(uintptr_t module)
 	pthread_mutex_unlock(&lock);
 }
 
+/* In a forked child (see cg_streams_reset): the registries start empty. */
+void cg_rehome_reset(void)
+{
+	pthread_mutex_init(&lock, NULL);
+	while (kept) {
+		struct kept *k = kept;
+		kept = k->next;
+		free(k->path);
+		free(k->bytes);
+		free(k);
+	}
+	while (twins) {
+		struct twin *t = twins;
+		twins = t->next;
+		free(t);
+	}
+	while (attrs) {
+		struct attrs *a = attrs;
+		attrs = a->next;
+		free(a);
+	}
+}
+
 static void note_attr(uintptr_t handle, int attr, int value)
 {
 	if (attr < 0 || attr >= NATTR)

@@ -121,6 +121,7 @@ void cg_entry_resolve(void *libcuda);   /* fills every .real */
 	X(cuEventCreate, (CUevent * e, unsigned flags))                      \
 	X(cuEventRecord, (CUevent e, CUstream s))                            \
 	X(cuStreamWaitEvent, (CUstream s, CUevent e, unsigned flags))        \
+	X(cuStreamQuery, (CUstream s))                                       \
 	X(cuModuleLoadData, (CUmodule * mod, const void *image))             \
 	X(cuModuleLoad, (CUmodule * mod, const char *path))                  \
 	X(cuModuleGetFunction, (CUfunction * f, CUmodule mod, const char *name)) \

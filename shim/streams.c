@@ -121,6 +121,19 @@ void cg_streams_forget(CUcontext ctx)
 	pthread_mutex_unlock(&lock);
 }
 
+/* In a forked child: nothing of the parent's CUDA state is usable, and the
+ * lock may have been held by a thread that does not exist here. */
+void cg_streams_reset(void)
+{
+	pthread_mutex_init(&lock, NULL);
+	while (all) {
+		struct ctx_streams *c = all;
+		all = c->next;
+		free(c->s);
+		free(c);
+	}
+}
+
 CG_AFTER(cuStreamCreate, add(phStream ? *phStream : NULL))
 CG_AFTER(cuStreamCreateWithPriority, add(phStream ? *phStream : NULL))
 CG_BEFORE(cuStreamDestroy, drop(hStream))

@@ -27,6 +27,8 @@
 #define GEMM_PSUM "_ZN9deep_gemm19sm90_bf16_gemm_implILN4cute4UMMA5MajorE0ELS3_0ELj0ELj0ELj0ELj2ELj128ELj128ELj64ELj128ELj128ELj128ELj5ELj128ELj256ELj1ELb1ELj132ELNS_8GemmTypeE5ELb0EN7cutlass10bfloat16_tEEEvPijjj14CUtensorMap_stS8_S8_"
 #define GEMM_ACCUM "_ZN9deep_gemm19sm90_bf16_gemm_implILN4cute4UMMA5MajorE0ELS3_0ELj0ELj0ELj0ELj2ELj128ELj128ELj64ELj128ELj128ELj128ELj5ELj128ELj256ELj1ELb1ELj132ELNS_8GemmTypeE1ELb1EN7cutlass10bfloat16_tEEEvPijjj14CUtensorMap_stS8_S8_"
 #define HELPER "_ZN9deep_gemm14transpose_fp32ILj128ELj128EEEvPKfPfj"
+/* Device 1's own work, queued before the redirect (the producer of A). */
+static const char producer_image[] = "//ctxguard-fake-image\n.kernel producer 8\n";
 static const char image[] = "//ctxguard-fake-image\n"
 			    ".kernel " GEMM_BF16 " 8,4,4,4,128,128,128\n"
 			    ".kernel " GEMM_PSUM " 8,4,4,4,128,128,128\n"
@@ -95,6 +97,22 @@ static void setup_mode(const char *fallback)
 	tb = encode(b, K, N * G);
 	td = encode(d, N, M);
 	tb0 = encode(b0, K, N * G);
+}
+
+/* Work pending on device 1's legacy stream and on its side stream, as when
+ * PyTorch is still producing A there; its per-thread stream stays idle. */
+static void produce_on_device_1(void)
+{
+	CUmodule mod;
+	CUfunction producer;
+	ck_assert_int_eq(cuCtxSetCurrent(ctx[1]), CUDA_SUCCESS);
+	ck_assert_int_eq(cuModuleLoadData(&mod, producer_image), CUDA_SUCCESS);
+	ck_assert_int_eq(cuModuleGetFunction(&producer, mod, "producer"), CUDA_SUCCESS);
+	void *params[] = {&a};
+	ck_assert_int_eq(cuLaunchKernel(producer, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL),
+			 CUDA_SUCCESS);
+	ck_assert_int_eq(cuLaunchKernel(producer, 1, 1, 1, 1, 1, 1, 0, stream[1], params, NULL),
+			 CUDA_SUCCESS);
 }
 
 static void setup_abort(void)
@@ -187,7 +205,8 @@ static size_t count(size_t n, const char *api)
 }
 
 /* The bundled launch ran on ctxguard's stream T of device 1, after S and
- * every known stream of device 1, before all of them go on. */
+ * every known stream of device 1 with work pending, before all of them go
+ * on. */
 static void assert_ordered(size_t n)
 {
 	size_t run = n;
@@ -205,9 +224,10 @@ static void assert_ordered(size_t n)
 	size_t rec = find(run, 0, "cuEventRecord", ctx[0], stream[0], NULL);
 	ck_assert_msg(rec < run, "no event recorded on the launch stream");
 	ck_assert(find(run, rec, "cuStreamWaitEvent", ctx[1], t, trace[rec].object) < run);
-	/* ... and each known stream's tail. */
-	const void *known[] = {CU_STREAM_LEGACY, CU_STREAM_PER_THREAD, stream[1]};
-	for (size_t k = 0; k < 3; k++) {
+	/* ... and each busy stream's tail; the idle per-thread stream has none. */
+	const void *known[] = {CU_STREAM_LEGACY, stream[1], CU_STREAM_PER_THREAD};
+	ck_assert(find(run, 0, "cuEventRecord", ctx[1], CU_STREAM_PER_THREAD, NULL) == run);
+	for (size_t k = 0; k < 2; k++) {
 		size_t r = find(run, 0, "cuEventRecord", ctx[1], known[k], NULL);
 		ck_assert_msg(r < run, "tail of stream %zu not recorded", k);
 		size_t w = find(run, r, "cuStreamWaitEvent", ctx[1], t, trace[r].object);
@@ -226,6 +246,7 @@ static void assert_ordered(size_t n)
 START_TEST(silent_crossing_runs_bundled_on_the_operands_device)
 {
 	struct fake_stats st;
+	produce_on_device_1();
 	fake_reset();
 	fake_trace_start();
 	capture_start();
@@ -309,6 +330,36 @@ START_TEST(helper_is_rehomed_with_its_attributes)
 	n = fake_trace(trace, 4096);
 	ck_assert_uint_eq(count(n, "cuEventCreate"), 0);
 	ck_assert_uint_eq(count(n, "launch"), 1);
+}
+END_TEST
+
+/* DeepGEMM's own route: a library, its kernel's function fetched once while
+ * device 0 is current; the twin is fetched from the same kernel in device
+ * 1's context. */
+START_TEST(library_function_is_rehomed)
+{
+	static const char lib_image[] = "//ctxguard-fake-image\n.kernel " HELPER " 8,8,4\n";
+	CUlibrary lib;
+	CUkernel k;
+	CUfunction f;
+	ck_assert_int_eq(cuCtxSetCurrent(ctx[0]), CUDA_SUCCESS);
+	ck_assert_int_eq(cuLibraryLoadData(&lib, lib_image, NULL, NULL, 0, NULL, NULL, 0),
+			 CUDA_SUCCESS);
+	ck_assert_int_eq(cuLibraryGetKernel(&k, lib, HELPER), CUDA_SUCCESS);
+	ck_assert_int_eq(cuKernelGetFunction(&f, k), CUDA_SUCCESS);
+	fake_reset();
+	fake_trace_start();
+	unsigned mn = 128;
+	void *params[] = {&a, &d, &mn};
+	capture_start();
+	ck_assert_int_eq(cuLaunchKernel(f, 4, 1, 1, 128, 1, 1, 0, stream[0], params, NULL),
+			 CUDA_SUCCESS);
+	capture_end();
+	size_t n = fake_trace(trace, 4096);
+	size_t run = find(n, 0, "launch", ctx[1], NULL, NULL);
+	ck_assert_msg(run < n, "not launched on device 1");
+	ck_assert_str_eq(trace[run].kernel, HELPER);
+	ck_assert(find(n, 0, "launch", ctx[0], NULL, NULL) == n);
 }
 END_TEST
 
@@ -455,6 +506,7 @@ int main(void)
 	tcase_set_timeout(t, 120);
 	tcase_add_checked_fixture(t, setup_abort, NULL);
 	tcase_add_test(t, helper_is_rehomed_with_its_attributes);
+	tcase_add_test(t, library_function_is_rehomed);
 	tcase_add_test_raise_signal(t, impossible_redirect_aborts_by_default, SIGABRT);
 	suite_add_tcase(s, t);
 	/* The GEMM cases fall back to error where the kernels are not built. */

@@ -228,7 +228,10 @@ CUresult CUDAAPI cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
 static CUresult ctx_synchronize(CUcontext ctx)
 {
 	CUresult rc = ctx_or_current(ctx, &ctx);
-	return rc == CUDA_SUCCESS ? ctx->sticky : rc;
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	fake_stream_sync_ctx(ctx);
+	return ctx->sticky;
 }
 
 CUresult CUDAAPI cuCtxSynchronize(void)

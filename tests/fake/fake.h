@@ -142,6 +142,7 @@ struct CUctx_st {
 	unsigned flags;
 	unsigned long long id;
 	CUresult sticky;  /* error every later sync and launch in this context returns */
+	bool pending;	  /* work on its legacy stream not yet synchronized */
 	CUcontext *peers; /* contexts whose memory this one may access */
 	size_t npeers, cappeers;
 };
@@ -162,11 +163,16 @@ struct CUstream_st {
 	unsigned flags;
 	int priority;
 	bool capturing; /* set by fake_stream_set_capturing */
+	bool pending;	/* a kernel was launched on it since its last synchronization */
 };
 
 bool fake_stream_is_special(CUstream s); /* NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD */
 CUresult fake_stream_ctx(CUstream s, CUcontext *out);
 void fake_stream_drop_ctx(CUcontext ctx);
+/* Work queued on s (in ctx), pending until a synchronization; ctx's synchronization
+ * covers all its streams. */
+void fake_stream_note_work(CUstream s, CUcontext ctx);
+void fake_stream_sync_ctx(CUcontext ctx);
 
 /* ---- events (event.c) ---- */
 

@@ -171,6 +171,7 @@ CUresult fake_launch(CUfunction f, const struct fake_dims *d, CUstream hStream, 
 	if (rc != CUDA_SUCCESS)
 		return rc;
 	fake_trace_note("launch", ctx, hStream, f, kd->name);
+	fake_stream_note_work(hStream, ctx);
 	return fake_launch_run(ctx, kd, buf);
 }
 
