@@ -219,6 +219,10 @@ static CUresult run(const struct plan *p, const struct cg_launch *l, const struc
 								       : "the bundled kernels failed");
 		return rc;
 	}
+	if (!cg_call.cuLaunchKernelEx) {
+		snprintf(why, n, "the driver has no cuLaunchKernelEx (before CUDA 11.8)");
+		return CUDA_ERROR_NOT_SUPPORTED;
+	}
 	CUfunction f = cg_rehome_function(fn, p->target, why, n);
 	if (!f)
 		return CUDA_ERROR_NOT_FOUND;
@@ -247,6 +251,13 @@ static CUresult on_launch_stream(const struct plan *p, const struct cg_launch *l
 static CUstream known_stream(const CUstream *known, size_t i)
 {
 	return i == 0 ? CU_STREAM_LEGACY : i == 1 ? CU_STREAM_PER_THREAD : known[i - 2];
+}
+
+/* A program stream destroyed since the copy of the list (its handle
+ * refused) has no later work to order. */
+static int gone(size_t i, CUresult rc)
+{
+	return i >= 2 && (rc == CUDA_ERROR_INVALID_HANDLE || rc == CUDA_ERROR_INVALID_CONTEXT);
 }
 
 #define FAIL(call, what)                                                                     \
@@ -308,15 +319,20 @@ static CUresult ordered(const struct plan *p, const struct cg_launch *l, const s
 	for (size_t i = 0; i < nk; i++) {
 		if (cg_call.cuStreamQuery(known_stream(known, i)) == CUDA_SUCCESS)
 			continue;
-		FAIL(cg_call.cuEventRecord(inside, known_stream(known, i)), "cuEventRecord");
+		CUresult r = cg_call.cuEventRecord(inside, known_stream(known, i));
+		if (gone(i, r))
+			continue;
+		FAIL(r, "cuEventRecord");
 		FAIL(cg_call.cuStreamWaitEvent(t, inside, 0), "cuStreamWaitEvent");
 	}
 	if ((rc = run(p, l, fn, t, why, n)) != CUDA_SUCCESS)
 		goto out;
 	FAIL(cg_call.cuEventRecord(after, t), "cuEventRecord on ctxguard's stream");
-	for (size_t i = 0; i < nk; i++)
-		FAIL(cg_call.cuStreamWaitEvent(known_stream(known, i), after, 0),
-		     "cuStreamWaitEvent");
+	for (size_t i = 0; i < nk; i++) {
+		CUresult r = cg_call.cuStreamWaitEvent(known_stream(known, i), after, 0);
+		if (!gone(i, r))
+			FAIL(r, "cuStreamWaitEvent");
+	}
 	cg_call.cuCtxPopCurrent_v2(&popped);
 	/* Back in the launch context: S may be one of its default streams. */
 	if ((rc = cg_call.cuStreamWaitEvent(s, after, 0)) != CUDA_SUCCESS)

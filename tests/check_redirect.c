@@ -99,9 +99,8 @@ static void setup_mode(const char *fallback)
 	tb0 = encode(b0, K, N * G);
 }
 
-/* Work pending on device 1's legacy stream and on its side stream, as when
- * PyTorch is still producing A there; its per-thread stream stays idle. */
-static void produce_on_device_1(void)
+/* Device 1's work pending on stream s (NULL: its legacy stream). */
+static void produce_on(CUstream s)
 {
 	CUmodule mod;
 	CUfunction producer;
@@ -109,10 +108,16 @@ static void produce_on_device_1(void)
 	ck_assert_int_eq(cuModuleLoadData(&mod, producer_image), CUDA_SUCCESS);
 	ck_assert_int_eq(cuModuleGetFunction(&producer, mod, "producer"), CUDA_SUCCESS);
 	void *params[] = {&a};
-	ck_assert_int_eq(cuLaunchKernel(producer, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL),
+	ck_assert_int_eq(cuLaunchKernel(producer, 1, 1, 1, 1, 1, 1, 0, s, params, NULL),
 			 CUDA_SUCCESS);
-	ck_assert_int_eq(cuLaunchKernel(producer, 1, 1, 1, 1, 1, 1, 0, stream[1], params, NULL),
-			 CUDA_SUCCESS);
+}
+
+/* As when PyTorch is still producing A on device 1's legacy stream and on
+ * a side stream; its per-thread stream stays idle. */
+static void produce_on_device_1(void)
+{
+	produce_on(NULL);
+	produce_on(stream[1]);
 }
 
 static void setup_abort(void)
@@ -363,6 +368,28 @@ START_TEST(library_function_is_rehomed)
 }
 END_TEST
 
+/* A destroyed stream is no longer ordered with; a live one still is. */
+START_TEST(destroyed_stream_is_dropped)
+{
+	CUstream kept, dropped;
+	/* ctxguard's own stream first: it would take the freed handle. */
+	ck_assert_int_eq(launch_helper(ctx[0], stream[0], a, d), CUDA_SUCCESS);
+	ck_assert_int_eq(cuCtxSetCurrent(ctx[1]), CUDA_SUCCESS);
+	ck_assert_int_eq(cuStreamCreate(&kept, 0), CUDA_SUCCESS);
+	ck_assert_int_eq(cuStreamCreate(&dropped, 0), CUDA_SUCCESS);
+	produce_on(kept);
+	produce_on(dropped);
+	ck_assert_int_eq(cuStreamDestroy(dropped), CUDA_SUCCESS);
+	fake_trace_start();
+	ck_assert_int_eq(launch_helper(ctx[0], stream[0], a, d), CUDA_SUCCESS);
+	size_t n = fake_trace(trace, 4096);
+	ck_assert(find(n, 0, "cuEventRecord", NULL, dropped, NULL) == n);
+	ck_assert(find(n, 0, "cuStreamWaitEvent", NULL, dropped, NULL) == n);
+	ck_assert(find(n, 0, "cuEventRecord", ctx[1], kept, NULL) < n);
+	ck_assert(find(n, 0, "cuStreamWaitEvent", ctx[1], kept, NULL) < n);
+}
+END_TEST
+
 /* Each impossible redirect: one line why, then the error fallback. */
 static void capture_only(void) {}
 /* Checked once outside the capture first: under capture ctxguard asks the
@@ -507,6 +534,7 @@ int main(void)
 	tcase_add_checked_fixture(t, setup_abort, NULL);
 	tcase_add_test(t, helper_is_rehomed_with_its_attributes);
 	tcase_add_test(t, library_function_is_rehomed);
+	tcase_add_test(t, destroyed_stream_is_dropped);
 	tcase_add_test_raise_signal(t, impossible_redirect_aborts_by_default, SIGABRT);
 	suite_add_tcase(s, t);
 	/* The GEMM cases fall back to error where the kernels are not built. */
