@@ -108,6 +108,7 @@ static void destroyed(CUcontext ctx)
 	cg_ctx_forget(ctx);
 	cg_streams_forget(ctx);
 	cg_events_forget(ctx);
+	cg_zeros_forget(ctx);
 }
 
 CG_AFTER(cuCtxDestroy, destroyed(ctx))

@@ -42,6 +42,14 @@ void cg_redirect_note(const struct cg_crossing *c, const struct cg_fn *fn)
 	}
 }
 
+/* GemmType::Normal: one group, every row in it (a grouped_layout of zeros). */
+static CUresult run_normal(CUcontext ctx, CUstream s, const struct cg_gmm_problem *p)
+{
+	struct cg_gmm_problem one = *p;
+	CUresult rc = cg_zeros(ctx, (size_t)p->m * sizeof(int32_t), &one.layout);
+	return rc == CUDA_SUCCESS ? cg_gmm_contiguous(ctx, s, &one) : rc;
+}
+
 /* Bundled entry point per layout.  NULL: the bundled kernels cannot
  * compute it yet; psum and masked come with cg_gmm_psum / cg_gmm_masked
  * (the masked fp8 problem also takes struct cg_decoded's sfa_stride_g). */
@@ -51,8 +59,7 @@ static const struct {
 	gmm_entry run;
 	const char *missing;
 } bundled[CG_NLAYOUTS] = {
-	[CG_LAYOUT_NORMAL] = {"cg_gmm_contiguous", NULL,
-			      "bundled kernels lack GemmType::Normal (no grouped_layout to pass)"},
+	[CG_LAYOUT_NORMAL] = {"cg_gmm_contiguous", run_normal, NULL},
 	[CG_LAYOUT_CONTIGUOUS] = {"cg_gmm_contiguous", cg_gmm_contiguous, NULL},
 	[CG_LAYOUT_PSUM] = {"cg_gmm_psum", NULL, "bundled kernels lack the psum/masked layout"},
 	[CG_LAYOUT_MASKED] = {"cg_gmm_masked", NULL, "bundled kernels lack the psum/masked layout"},
@@ -430,6 +437,7 @@ void cg_redirect_forked(void)
 	cg_streams_reset();
 	cg_events_reset();
 	cg_rehome_reset();
+	cg_zeros_forget(NULL);
 }
 
 CUresult cg_redirect_refuse(const char *api)

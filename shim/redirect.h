@@ -46,6 +46,11 @@ CUresult cg_event_take(CUcontext ctx, CUevent *out);
 void cg_event_give(CUcontext ctx, CUevent e);
 void cg_events_forget(CUcontext ctx);
 
+/* A buffer of at least bytes zeros in ctx (current), made once per size
+ * class (shim/zeros.c); NULL ctx forgets every context's. */
+CUresult cg_zeros(CUcontext ctx, size_t bytes, CUdeviceptr *out);
+void cg_zeros_forget(CUcontext ctx);
+
 /* Re-homing (shim/rehome.c). */
 /* At load: keeps what it takes to load the module again elsewhere (its
  * path, or a copy of an in-memory image) when the policy can redirect. */

@@ -122,6 +122,8 @@ void cg_entry_resolve(void *libcuda);   /* fills every .real */
 	X(cuEventRecord, (CUevent e, CUstream s))                            \
 	X(cuStreamWaitEvent, (CUstream s, CUevent e, unsigned flags))        \
 	X(cuStreamQuery, (CUstream s))                                       \
+	X(cuStreamSynchronize, (CUstream s))                                 \
+	X(cuMemsetD8_v2, (CUdeviceptr p, unsigned char v, size_t n))         \
 	X(cuModuleLoadData, (CUmodule * mod, const void *image))             \
 	X(cuModuleLoad, (CUmodule * mod, const char *path))                  \
 	X(cuModuleGetFunction, (CUfunction * f, CUmodule mod, const char *name)) \

@@ -26,6 +26,7 @@
 #define GEMM_BF16 "_ZN9deep_gemm19sm90_bf16_gemm_implILN4cute4UMMA5MajorE0ELS3_0ELj0ELj0ELj0ELj2ELj128ELj128ELj64ELj128ELj128ELj128ELj5ELj128ELj256ELj1ELb1ELj132ELNS_8GemmTypeE1ELb0EN7cutlass10bfloat16_tEEEvPijjj14CUtensorMap_stS8_S8_"
 #define GEMM_PSUM "_ZN9deep_gemm19sm90_bf16_gemm_implILN4cute4UMMA5MajorE0ELS3_0ELj0ELj0ELj0ELj2ELj128ELj128ELj64ELj128ELj128ELj128ELj5ELj128ELj256ELj1ELb1ELj132ELNS_8GemmTypeE5ELb0EN7cutlass10bfloat16_tEEEvPijjj14CUtensorMap_stS8_S8_"
 #define GEMM_ACCUM "_ZN9deep_gemm19sm90_bf16_gemm_implILN4cute4UMMA5MajorE0ELS3_0ELj0ELj0ELj0ELj2ELj128ELj128ELj64ELj128ELj128ELj128ELj5ELj128ELj256ELj1ELb1ELj132ELNS_8GemmTypeE1ELb1EN7cutlass10bfloat16_tEEEvPijjj14CUtensorMap_stS8_S8_"
+#define GEMM_NORMAL "_ZN9deep_gemm19sm90_bf16_gemm_implILN4cute4UMMA5MajorE0ELS3_0ELj0ELj0ELj0ELj1ELj128ELj128ELj64ELj128ELj128ELj128ELj5ELj128ELj256ELj1ELb1ELj132ELNS_8GemmTypeE0ELb0EN7cutlass10bfloat16_tEEEvPijjj14CUtensorMap_stS8_S8_"
 #define HELPER "_ZN9deep_gemm14transpose_fp32ILj128ELj128EEEvPKfPfj"
 /* Device 1's own work, queued before the redirect (the producer of A). */
 static const char producer_image[] = "//ctxguard-fake-image\n.kernel producer 8\n";
@@ -33,12 +34,13 @@ static const char image[] = "//ctxguard-fake-image\n"
 			    ".kernel " GEMM_BF16 " 8,4,4,4,128,128,128\n"
 			    ".kernel " GEMM_PSUM " 8,4,4,4,128,128,128\n"
 			    ".kernel " GEMM_ACCUM " 8,4,4,4,128,128,128\n"
+			    ".kernel " GEMM_NORMAL " 8,4,4,4,128,128,128\n"
 			    ".kernel " HELPER " 8,8,4\n";
 enum { M = 256, N = 128, K = 128, G = 2, SIZE = 1 << 20, HELPER_SMEM = 100000 };
 
 static CUcontext ctx[2];
 static CUstream stream[2];
-static CUfunction gemm, psum, accum, helper; /* loaded in device 0's context */
+static CUfunction gemm, psum, accum, normal, helper; /* loaded in device 0's context */
 static CUdeviceptr a, b, d, layout, b0;     /* on device 1; b0 on device 0 */
 static CUtensorMap ta, tb, td, tb0;
 
@@ -82,6 +84,7 @@ static void setup_mode(const char *fallback)
 	ck_assert_int_eq(cuModuleGetFunction(&gemm, mod, GEMM_BF16), CUDA_SUCCESS);
 	ck_assert_int_eq(cuModuleGetFunction(&psum, mod, GEMM_PSUM), CUDA_SUCCESS);
 	ck_assert_int_eq(cuModuleGetFunction(&accum, mod, GEMM_ACCUM), CUDA_SUCCESS);
+	ck_assert_int_eq(cuModuleGetFunction(&normal, mod, GEMM_NORMAL), CUDA_SUCCESS);
 	ck_assert_int_eq(cuModuleGetFunction(&helper, mod, HELPER), CUDA_SUCCESS);
 	/* DeepGEMM sets the dynamic shared memory once per function. */
 	ck_assert_int_eq(cuFuncSetAttribute(helper, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
@@ -390,6 +393,32 @@ START_TEST(destroyed_stream_is_dropped)
 }
 END_TEST
 
+/* GemmType::Normal has no grouped_layout: one group, rows from a buffer of
+ * zeros ctxguard keeps in device 1's context. */
+START_TEST(normal_gemm_runs_as_one_group)
+{
+	CUtensorMap A = ta, B = encode(b, K, N), D = td;
+	CUdeviceptr none = 0;
+	uint32_t m = M, n = N, k = K;
+	void *params[] = {&none, &m, &n, &k, &A, &B, &D};
+	ck_assert_int_eq(cuCtxSetCurrent(ctx[0]), CUDA_SUCCESS);
+	fake_trace_start();
+	capture_start();
+	CUresult rc = cuLaunchKernel(normal, 132, 1, 1, 384, 1, 1, 0, stream[0], params, NULL);
+	const char *err = capture_end();
+	size_t nt = fake_trace(trace, 4096);
+	if (!bundled_built()) {
+		ck_assert_int_eq(rc, CUDA_ERROR_INVALID_HANDLE);
+		ck_assert_msg(strstr(err, "without nvcc"), "%s", err);
+		return;
+	}
+	ck_assert_int_eq(rc, CUDA_SUCCESS);
+	size_t run = find(nt, 0, "launch", ctx[1], NULL, NULL);
+	ck_assert(run < nt && !strncmp(trace[run].kernel, "cg_gmm_", 7));
+	ck_assert_msg(strstr(err, "(cg_gmm_contiguous)"), "%s", err);
+}
+END_TEST
+
 /* Each impossible redirect: one line why, then the error fallback. */
 static void capture_only(void) {}
 /* Checked once outside the capture first: under capture ctxguard asks the
@@ -543,6 +572,7 @@ int main(void)
 	tcase_add_checked_fixture(e, setup_error, NULL);
 	tcase_add_test(e, silent_crossing_runs_bundled_on_the_operands_device);
 	tcase_add_test(e, handle_crossing_runs_on_the_launch_stream);
+	tcase_add_test(e, normal_gemm_runs_as_one_group);
 	tcase_add_test(e, threads_redirect_on_two_devices);
 	tcase_add_loop_test(e, each_impossible_redirect_falls_back_to_error, 0,
 			    sizeof impossible / sizeof impossible[0]);

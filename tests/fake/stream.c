@@ -154,6 +154,18 @@ static CUresult stream_wait(CUstream s, bool sync)
 	return ctx->sticky;
 }
 
+static CUresult stream_is_capturing(CUstream s, CUstreamCaptureStatus *status)
+{
+	CUcontext ctx;
+	if (!status)
+		return CUDA_ERROR_INVALID_VALUE;
+	CUresult rc = fake_stream_ctx(s, &ctx);
+	if (rc == CUDA_SUCCESS)
+		*status = !fake_stream_is_special(s) && s->capturing ? CU_STREAM_CAPTURE_STATUS_ACTIVE
+								     : CU_STREAM_CAPTURE_STATUS_NONE;
+	return rc;
+}
+
 /* Each entry point exists as a legacy and a per-thread (_ptsz) variant; both behave alike
  * because the per-thread default stream belongs to the current context too. */
 #define STREAM_VARIANTS(X) X() X(_ptsz)
@@ -184,23 +196,7 @@ static CUresult stream_wait(CUstream s, bool sync)
 	{                                                                                          \
 		FAKE_ENTER();                                                                      \
 		return fake_leave(stream_wait(hStream, false));                                    \
-	}
-
-STREAM_VARIANTS(DEFINE_STREAM_QUERIES)
-
-static CUresult stream_is_capturing(CUstream s, CUstreamCaptureStatus *status)
-{
-	CUcontext ctx;
-	if (!status)
-		return CUDA_ERROR_INVALID_VALUE;
-	CUresult rc = fake_stream_ctx(s, &ctx);
-	if (rc == CUDA_SUCCESS)
-		*status = !fake_stream_is_special(s) && s->capturing ? CU_STREAM_CAPTURE_STATUS_ACTIVE
-								     : CU_STREAM_CAPTURE_STATUS_NONE;
-	return rc;
-}
-
-#define DEFINE_STREAM_IS_CAPTURING(suffix)                                                         \
+	}                                                                                          \
 	CUresult CUDAAPI cuStreamIsCapturing##suffix(CUstream hStream,                             \
 						     CUstreamCaptureStatus *captureStatus)         \
 	{                                                                                          \
@@ -208,7 +204,7 @@ static CUresult stream_is_capturing(CUstream s, CUstreamCaptureStatus *status)
 		return fake_leave(stream_is_capturing(hStream, captureStatus));                    \
 	}
 
-STREAM_VARIANTS(DEFINE_STREAM_IS_CAPTURING)
+STREAM_VARIANTS(DEFINE_STREAM_QUERIES)
 
 void fake_stream_set_capturing(CUstream s, int on)
 {
