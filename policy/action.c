@@ -9,6 +9,7 @@ static const char *const action_names[] = {
 	[CG_ACT_WARN] = "warn",
 	[CG_ACT_ERROR] = "error",
 	[CG_ACT_ABORT] = "abort",
+	[CG_ACT_REDIRECT] = "redirect",
 };
 
 #define NACTIONS (int)(sizeof action_names / sizeof action_names[0])

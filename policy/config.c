@@ -74,7 +74,7 @@ static struct shown show(const char *v)
 /* ---- settings --------------------------------------------------------- */
 
 enum value_kind { V_ACTION, V_SCOPE, V_BOOL, V_ERROR_CODE, V_EXIT_CODE,
-		  V_PATH };
+		  V_PATH, V_REDIRECT, V_FALLBACK };
 
 static int parse_mode(const char *s)
 {
@@ -88,6 +88,23 @@ static int parse_scope(const char *s)
 	if (strcasecmp(s, "all") == 0)
 		return CG_SCOPE_ALL;
 	return -1;
+}
+
+static int parse_redirect(const char *s)
+{
+	if (strcasecmp(s, "bundled") == 0)
+		return CG_REDIRECT_BUNDLED;
+	if (strcasecmp(s, "rehome") == 0)
+		return CG_REDIRECT_REHOME;
+	return -1;
+}
+
+/* What a redirect that cannot be done falls back to: stopping, never
+ * letting the crossing run. */
+static int parse_fallback(const char *s)
+{
+	int a = cg_action_parse(s);
+	return a == CG_ACT_ABORT || a == CG_ACT_ERROR ? a : -1;
 }
 
 static int parse_bool(const char *s)
@@ -137,6 +154,11 @@ static void show_error_code(int v, char *buf, size_t n)
 		snprintf(buf, n, "%d", v);
 }
 
+static void show_redirect(int v, char *buf, size_t n)
+{
+	snprintf(buf, n, "%s", v == CG_REDIRECT_REHOME ? "rehome" : "bundled");
+}
+
 static void show_int(int v, char *buf, size_t n)
 {
 	snprintf(buf, n, "%d", v);
@@ -147,7 +169,7 @@ static const struct {
 	int (*parse)(const char *s);       /* -1: not a valid value */
 	void (*show)(int v, char *buf, size_t n);
 } kinds[] = {
-	[V_ACTION] = {"abort|error|warn|off", parse_mode, show_action},
+	[V_ACTION] = {"abort|error|warn|off|redirect", parse_mode, show_action},
 	[V_SCOPE] = {"experts|all", parse_scope, show_scope},
 	[V_BOOL] = {"on|off", parse_bool, show_bool},
 	[V_ERROR_CODE] = {"a CUDA error name such as CUDA_ERROR_INVALID_HANDLE"
@@ -155,6 +177,8 @@ static const struct {
 			  show_error_code},
 	[V_EXIT_CODE] = {"a number 0-255", parse_exit_code, show_int},
 	[V_PATH] = {"a file path or none", NULL, NULL},
+	[V_REDIRECT] = {"bundled|rehome", parse_redirect, show_redirect},
+	[V_FALLBACK] = {"abort|error", parse_fallback, show_action},
 };
 
 static const struct setting {
@@ -173,6 +197,9 @@ static const struct setting {
 	 offsetof(struct cg_policy, exit_code)},
 	{"quiet", "CTXGUARD_QUIET", V_BOOL, offsetof(struct cg_policy, quiet)},
 	{"log", "CTXGUARD_LOG", V_PATH, offsetof(struct cg_policy, log_path)},
+	{"redirect", "CTXGUARD_REDIRECT", V_REDIRECT, offsetof(struct cg_policy, redirect)},
+	{"redirect_fallback", "CTXGUARD_REDIRECT_FALLBACK", V_FALLBACK,
+	 offsetof(struct cg_policy, redirect_fallback)},
 	/* File only: the built-in rules are dropped only by a file that
 	 * brings rules of its own. */
 	{"defaults", NULL, V_BOOL, offsetof(struct cg_policy, defaults)},
@@ -569,6 +596,8 @@ void cg_policy_init(struct cg_policy *p)
 	p->exit_code = 0;
 	p->quiet = 0;
 	p->defaults = 1;
+	p->redirect = CG_REDIRECT_BUNDLED;
+	p->redirect_fallback = CG_ACT_ABORT;
 }
 
 void cg_policy_free(struct cg_policy *p)

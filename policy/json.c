@@ -128,6 +128,10 @@ size_t cg_format_json(char *buf, size_t n, const struct cg_policy *p,
 		put_int(&o, "addr_dev", c->addr_dev);
 		put_string(&o, "operand", c->operand ? c->operand : "pointer");
 	}
+	if (c->action == CG_ACT_REDIRECT) {
+		put_int(&o, "redirect_dev", c->redirect_dev);
+		put_string(&o, "redirect_via", c->redirect_via);
+	}
 	cg_out_putc(&o, '}');
 	return o.len;
 }

@@ -6,7 +6,11 @@
 
 #include <stddef.h>
 
-enum cg_action { CG_ACT_UNSET = -1, CG_ACT_OFF, CG_ACT_WARN, CG_ACT_ERROR, CG_ACT_ABORT };
+enum cg_action { CG_ACT_UNSET = -1, CG_ACT_OFF, CG_ACT_WARN, CG_ACT_ERROR, CG_ACT_ABORT,
+		 CG_ACT_REDIRECT };
+/* What redirect runs for a recognized GEMM: the bundled kernel, or the
+ * kernel itself re-homed into the operands' context. */
+enum cg_redirect { CG_REDIRECT_BUNDLED, CG_REDIRECT_REHOME };
 enum cg_scope { CG_SCOPE_EXPERTS, CG_SCOPE_ALL };
 
 /* The message transformers raises for this failure; abort prints it
@@ -35,6 +39,8 @@ struct cg_policy {
 	int error_code;            /* CUresult returned by the error action (400) */
 	int exit_code;             /* for the ctxguard command: 0 = program's own */
 	int quiet;                 /* 1: no summary line on stderr at exit */
+	int redirect;              /* enum cg_redirect (bundled) */
+	int redirect_fallback;     /* abort (default) or error: redirect impossible */
 	int defaults;              /* 1: built-in rules kept after the file's */
 	char *log_path;            /* JSON-lines log; "%p" becomes the pid; NULL: none */
 	char *source;              /* where the policy came from, for the log */
@@ -117,6 +123,9 @@ struct cg_crossing {
 	unsigned long long addr;   /* operand address */
 	int addr_dev;
 	const char *operand;       /* "pointer" or a tensor map's shape */
+	/* action redirect */
+	int redirect_dev;          /* where the work ran */
+	const char *redirect_via;  /* bundled entry point, or "re-homed" */
 };
 
 /* The report abort/warn print on stderr: the rule's message (the

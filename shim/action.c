@@ -8,7 +8,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "shim.h"
+#include "redirect.h"
 
 /* The error action's message for cuGetErrorString, per thread: a framework
  * turns the refused launch into an exception carrying it (DeepGEMM formats
@@ -33,10 +33,6 @@ static char *text_buffer(void)
 	}
 	return refused_text;
 }
-
-/* Each kernel's first few crossings are reported in full; after that they
- * are counted, so a warn-mode loop cannot flood stderr or the log. */
-enum { REPORTS_PER_KERNEL = 8 };
 
 const char *cg_fn_origin(const struct cg_fn *fn)
 {
@@ -65,9 +61,19 @@ void cg_crossing_init(struct cg_crossing *c, char kind, const char *api, const s
 	};
 }
 
+/* Redirect is carried out by the launch hook, which has the whole launch. */
 CUresult cg_act(struct cg_crossing *c, const struct cg_fn *fn)
 {
 	int action = cg_policy_action(cg_policy, c->rule);
+	if (action == CG_ACT_REDIRECT) {
+		cg_redirect_note(c, fn);
+		return CG_REDIRECTED;
+	}
+	return cg_act_as(c, fn, action);
+}
+
+CUresult cg_act_as(struct cg_crossing *c, const struct cg_fn *fn, int action)
+{
 	c->action = action;
 	c->pid = getpid();
 	c->tid = syscall(SYS_gettid);
@@ -81,7 +87,7 @@ CUresult cg_act(struct cg_crossing *c, const struct cg_fn *fn)
 	cg_status_crossing(action);
 
 	unsigned long n = atomic_fetch_add(&((struct cg_fn *)fn)->reports, 1);
-	if (n < REPORTS_PER_KERNEL || action == CG_ACT_ABORT) {
+	if (n < CG_REPORTS_PER_KERNEL || action == CG_ACT_ABORT) {
 		/* Slow path: the buffers are sized for 2 KB demangled names
 		 * and come from the heap, not from a possibly small stack. */
 		enum { JSON = 12288, REPORT = 16384 };
@@ -93,7 +99,7 @@ CUresult cg_act(struct cg_crossing *c, const struct cg_fn *fn)
 			cg_write_stderr(buf + JSON);
 			free(buf);
 		}
-		if (n + 1 == REPORTS_PER_KERNEL && action != CG_ACT_ABORT)
+		if (n + 1 == CG_REPORTS_PER_KERNEL && action != CG_ACT_ABORT)
 			cg_stderr("ctxguard: further crossings by %s are counted, not printed "
 				  "(see the summary at exit)\n", fn->name);
 	}

@@ -22,7 +22,7 @@ extern char **environ;
 
 static const char usage[] =
 	"usage: ctxguard [options] -- program [args...]\n"
-	"  --mode abort|error|warn|off  action on a crossing (CTXGUARD_MODE; default abort)\n"
+	"  --mode abort|error|warn|off|redirect  action on a crossing (CTXGUARD_MODE; default abort)\n"
 	"  --scope experts|all          check expert kernels only, or every kernel (CTXGUARD_SCOPE)\n"
 	"  --operands on|off            check pointer and tensor-map operands (CTXGUARD_OPERANDS)\n"
 	"  --policy FILE                policy file (CTXGUARD_POLICY; default /etc/ctxguard/policy.conf)\n"
@@ -103,7 +103,7 @@ int main(int argc, char **argv)
 		const char *val = argv[++i];
 		if (strcmp(a, "--mode") == 0) {
 			if (cg_action_parse(val) < 0)
-				die("--mode %s: expected abort, error, warn or off", val);
+				die("--mode %s: expected abort, error, warn, off or redirect", val);
 			setenv_checked("CTXGUARD_MODE", val);
 		} else if (strcmp(a, "--scope") == 0) {
 			if (strcmp(val, "experts") && strcmp(val, "all"))
@@ -179,7 +179,7 @@ int main(int argc, char **argv)
 	while (waitpid(child, &ws, 0) < 0 && errno == EINTR)
 		;
 
-	unsigned long counts[4] = {0};
+	unsigned long counts[CG_ACT_REDIRECT + 1] = {0};
 	FILE *f = fopen(status, "r");
 	char line[128];
 	while (f && fgets(line, sizeof line, f)) {

@@ -1,5 +1,5 @@
 /* Which context a launch runs in, and which device a context is on. */
-#include "shim.h"
+#include "redirect.h"
 
 static struct cg_table devices = CG_TABLE_INIT;   /* CUcontext -> device + 1 */
 
@@ -102,4 +102,13 @@ void cg_context_reset(void)
 	atomic_fetch_add_explicit(&epoch, 1, memory_order_relaxed);
 }
 
-CG_AFTER(cuCtxDestroy, cg_ctx_forget(ctx))
+/* Its streams and events went with it. */
+static void destroyed(CUcontext ctx)
+{
+	cg_ctx_forget(ctx);
+	cg_streams_forget(ctx);
+	cg_events_forget(ctx);
+	cg_zeros_forget(ctx);
+}
+
+CG_AFTER(cuCtxDestroy, destroyed(ctx))

@@ -6,7 +6,7 @@
 #include <sched.h>
 #include <stdlib.h>
 
-#include "shim.h"
+#include "redirect.h"
 
 extern char **environ;
 
@@ -14,6 +14,7 @@ _Atomic int cg_state;   /* 0 not started (or no libcuda yet), 1 starting, 2 read
 _Thread_local int cg_in_hook CG_TLS;
 const struct cg_policy *cg_policy;
 struct cg_calls cg_call;
+void *cg_libcuda;
 
 static struct cg_policy policy;
 
@@ -36,6 +37,7 @@ static int start(void)
 	void *h = dlopen(path, RTLD_LAZY | RTLD_NOLOAD);
 	if (!h)
 		return 0;
+	cg_libcuda = h;
 	cg_entry_resolve(h);
 #define X(name, params) cg_call.name = (CUresult(*) params)cg_real_dlsym(h, #name);
 	CG_CALLS(X)
@@ -78,6 +80,7 @@ static void after_fork_child(void)
 	cg_registry_reset();
 	cg_context_reset();
 	cg_memory_reset();
+	cg_redirect_forked();
 	cg_report_forked();
 }
 

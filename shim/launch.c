@@ -4,7 +4,7 @@
  * read per pointer operand; nothing is allocated. */
 #include <string.h>
 
-#include "shim.h"
+#include "redirect.h"
 
 static CUresult crossing(const char *api, const struct cg_fn *fn, CUcontext launch_ctx,
 			 CUstream stream)
@@ -41,20 +41,58 @@ static CUresult check(const char *api, CUfunction f, CUcontext launch_ctx, CUstr
 	return CUDA_SUCCESS;
 }
 
-/* A launch that goes through leaves no refusal message behind for the
- * thread's next cuGetErrorString. */
-CUresult cg_check_launch(const char *api, CUfunction f, CUcontext launch_ctx, CUstream stream,
-			 void **params, void **extra)
+/* A launch that goes through (or is redirected) leaves no refusal message
+ * behind for the thread's next cuGetErrorString. */
+static CUresult checked(const char *api, CUfunction f, CUcontext launch_ctx, CUstream stream,
+			void **params, void **extra)
 {
 	CUresult rc = check(api, f, launch_ctx, stream, params, extra);
-	if (rc == CUDA_SUCCESS)
+	if (rc == CUDA_SUCCESS || rc == CG_REDIRECTED)
 		cg_error_clear();
 	return rc;
 }
 
-CG_CHECKED(cuLaunchKernel, cg_check_launch(v->symbol, f, NULL, hStream, kernelParams, extra))
-CG_CHECKED(cuLaunchKernelEx, cg_check_launch(v->symbol, f, NULL, config ? config->hStream : NULL,
-					     kernelParams, extra))
+/* Launches that cannot be redirected fall back when the action says so. */
+CUresult cg_check_launch(const char *api, CUfunction f, CUcontext launch_ctx, CUstream stream,
+			 void **params, void **extra)
+{
+	CUresult rc = checked(api, f, launch_ctx, stream, params, extra);
+	return CG_UNLIKELY(rc == CG_REDIRECTED) ? cg_redirect_refuse(api) : rc;
+}
+
+/* The redirect path: the launch as the program made it.  A NULL stream of
+ * a _ptsz variant is the per-thread stream. */
+static __attribute__((noinline, cold)) CUresult redirect(const struct cg_variant *v,
+							 CUfunction f, CUlaunchConfig config,
+							 void **params, void **extra)
+{
+	if (!config.hStream && strstr(v->symbol, "_ptsz"))
+		config.hStream = CU_STREAM_PER_THREAD;
+	const struct cg_launch l = {v->symbol, f, config, params, extra};
+	return cg_redirect(&l);
+}
+
+CG_HANDLER(cuLaunchKernel)
+{
+	CUresult rc = checked(v->symbol, f, NULL, hStream, kernelParams, extra);
+	if (CG_UNLIKELY(rc == CG_REDIRECTED)) {
+		CUlaunchConfig config = {gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,
+					 blockDimZ, sharedMemBytes, hStream, NULL, 0};
+		return redirect(v, f, config, kernelParams, extra);
+	}
+	return rc != CUDA_SUCCESS ? rc : CG_REAL(cuLaunchKernel, v)(CG_UNPAREN(A_cuLaunchKernel));
+}
+
+CG_HANDLER(cuLaunchKernelEx)
+{
+	CUresult rc = checked(v->symbol, f, NULL, config ? config->hStream : NULL, kernelParams,
+			      extra);
+	if (CG_UNLIKELY(rc == CG_REDIRECTED))
+		return config ? redirect(v, f, *config, kernelParams, extra)
+			      : cg_redirect_refuse(v->symbol);
+	return rc != CUDA_SUCCESS ? rc
+				  : CG_REAL(cuLaunchKernelEx, v)(CG_UNPAREN(A_cuLaunchKernelEx));
+}
 CG_CHECKED(cuLaunchCooperativeKernel,
 	   cg_check_launch(v->symbol, f, NULL, hStream, kernelParams, NULL))
 CG_CHECKED(cuLaunch, cg_check_launch(v->symbol, f, NULL, NULL, NULL, NULL))

@@ -1,13 +1,21 @@
 /* Module and library loads, function and kernel lookups: each success is
  * recorded with its owning context before the handle reaches the program. */
-#include "shim.h"
+#include "redirect.h"
 
 /* A module belongs to the context current at its load; a library to none. */
 static void load(uintptr_t handle, CUcontext owner, const char *via, const char *path,
 		 const void *image)
 {
-	if (handle)
-		cg_mod_add(handle, owner, via, path, image, NULL);
+	if (!handle)
+		return;
+	cg_mod_add(handle, owner, via, path, image, NULL);
+	cg_rehome_keep(handle, path, image);
+}
+
+static void unload(uintptr_t handle)
+{
+	cg_rehome_drop(handle);
+	cg_mod_remove(handle);
 }
 
 CG_AFTER(cuModuleLoad, load(CG_OUT(module), cg_current_ctx(), v->symbol, fname, NULL))
@@ -16,8 +24,8 @@ CG_AFTER(cuModuleLoadDataEx, load(CG_OUT(module), cg_current_ctx(), v->symbol, N
 CG_AFTER(cuModuleLoadFatBinary, load(CG_OUT(module), cg_current_ctx(), v->symbol, NULL, fatCubin))
 CG_AFTER(cuLibraryLoadData, load(CG_OUT(library), NULL, v->symbol, NULL, code))
 CG_AFTER(cuLibraryLoadFromFile, load(CG_OUT(library), NULL, v->symbol, fileName, NULL))
-CG_BEFORE(cuModuleUnload, cg_mod_remove((uintptr_t)hmod))
-CG_BEFORE(cuLibraryUnload, cg_mod_remove((uintptr_t)library))
+CG_BEFORE(cuModuleUnload, unload((uintptr_t)hmod))
+CG_BEFORE(cuLibraryUnload, unload((uintptr_t)library))
 
 static void add_function(CUfunction f, const char *name, const struct cg_mod *m,
 			 const char *via)

@@ -210,7 +210,8 @@ void cg_report_summary(void)
 	cg_registry_counts(&mods, &fns, &experts);
 	unsigned long launches = total(CG_C_LAUNCHES);
 	unsigned long a = total(CG_C_CROSS_ABORT), e = total(CG_C_CROSS_ERROR),
-		      w = total(CG_C_CROSS_WARN), o = total(CG_C_CROSS_OFF);
+		      w = total(CG_C_CROSS_WARN), o = total(CG_C_CROSS_OFF),
+		      r = total(CG_C_REDIRECT);
 	char calls[4096];
 	size_t n = 0;
 	calls[0] = 0;
@@ -223,16 +224,18 @@ void cg_report_summary(void)
 	cg_log_event("summary",
 		     "\"modules\":%zu,\"functions\":%zu,\"experts\":%zu,\"launches\":%lu,"
 		     "\"crossings\":{\"abort\":%lu,\"error\":%lu,\"warn\":%lu,\"off\":%lu},"
+		     "\"redirect\":%lu,"
 		     "\"hooked_by_dlsym\":%lu,\"hooked_by_getprocaddress\":%lu,"
 		     "\"tensor_map_address_word\":%d,\"log_records_lost\":%lu,\"calls\":{%s}",
-		     mods, fns, experts, launches, a, e, w, o, total(CG_C_HOOKED_DLSYM),
-		     total(CG_C_HOOKED_PROCADDR), cg_tmap_address_word(), total(CG_C_LOG_LOST),
-		     calls);
+		     mods, fns, experts, launches, a, e, w, o, total(CG_C_REDIRECT),
+		     total(CG_C_HOOKED_DLSYM), total(CG_C_HOOKED_PROCADDR), cg_tmap_address_word(),
+		     total(CG_C_LOG_LOST), calls);
 	if (!cg_policy->quiet)
 		cg_stderr("ctxguard: pid %ld: %zu modules, %zu functions tracked (%zu expert), "
 			  "%lu launches checked, %lu crossings (abort %lu, error %lu, warn %lu, "
-			  "off %lu)\n",
-			  (long)getpid(), mods, fns, experts, launches, a + e + w + o, a, e, w, o);
+			  "off %lu, redirect %lu)\n",
+			  (long)getpid(), mods, fns, experts, launches, a + e + w + o + r, a, e, w, o,
+			  r);
 	unsigned long lost = total(CG_C_LOG_LOST);
 	if (lost)
 		cg_stderr("ctxguard: pid %ld: %lu log record%s could not be written to %s\n",

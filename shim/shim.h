@@ -125,7 +125,19 @@ void cg_entry_resolve(void *libcuda);   /* fills every .real */
 	X(cuPointerGetAttribute, (void *data, CUpointer_attribute a, CUdeviceptr p)) \
 	X(cuPointerGetAttributes, (unsigned n, CUpointer_attribute *a, void **data, CUdeviceptr p)) \
 	X(cuGetErrorName, (CUresult e, const char **name))                  \
-	X(cuStreamIsCapturing, (CUstream s, CUstreamCaptureStatus * status))
+	X(cuStreamIsCapturing, (CUstream s, CUstreamCaptureStatus * status)) \
+	X(cuDeviceGet, (CUdevice * dev, int ordinal))                        \
+	X(cuDevicePrimaryCtxRetain, (CUcontext * pctx, CUdevice dev))        \
+	X(cuEventCreate, (CUevent * e, unsigned flags))                      \
+	X(cuEventRecord, (CUevent e, CUstream s))                            \
+	X(cuStreamWaitEvent, (CUstream s, CUevent e, unsigned flags))        \
+	X(cuStreamQuery, (CUstream s))                                       \
+	X(cuStreamSynchronize, (CUstream s))                                 \
+	X(cuMemsetD8_v2, (CUdeviceptr p, unsigned char v, size_t n))         \
+	X(cuModuleLoadData, (CUmodule * mod, const void *image))             \
+	X(cuModuleLoad, (CUmodule * mod, const char *path))                  \
+	X(cuModuleGetFunction, (CUfunction * f, CUmodule mod, const char *name)) \
+	X(cuLaunchKernelEx, (const CUlaunchConfig *config, CUfunction f, void **params, void **extra))
 
 struct cg_calls {
 #define X(name, params) CUresult(*name) params;
@@ -144,6 +156,7 @@ void *cg_real_dlvsym(void *handle, const char *name, const char *version);
 /* ---- start-up (shim/init.c) ---- */
 
 extern const struct cg_policy *cg_policy;   /* valid once cg_ready() */
+extern void *cg_libcuda;                     /* the driver's handle, once ready */
 /* Lazy, thread-safe initialisation; false when libcuda is absent (the
  * library is then inert) or when called re-entrantly during init. */
 int cg_init(void);
@@ -181,6 +194,7 @@ struct cg_fn {
 	const struct cg_mod *mod;  /* module or library, NULL if unknown */
 	_Atomic unsigned long reports; /* crossings printed, to rate-limit */
 	_Atomic(const struct cg_layout *) layout; /* filled on first check */
+	_Atomic unsigned char redirected; /* its first redirect was printed */
 };
 
 void cg_registry_reset(void);
@@ -251,6 +265,7 @@ struct cg_tmap {
 	int dtype, rank;
 	uint64_t dims[5];
 	uint32_t box[5];
+	uint64_t strides[4];       /* bytes, dimension 1 up (tiled encodes) */
 };
 /* The tensor map whose 128 descriptor bytes are desc, if ctxguard saw it
  * encoded (bounded: the oldest are forgotten). */
@@ -312,6 +327,11 @@ void cg_crossing_init(struct cg_crossing *c, char kind, const char *api, const s
  * (warn/off: launch anyway) or the error code to return (error).  abort
  * does not return. */
 CUresult cg_act(struct cg_crossing *c, const struct cg_fn *fn);
+/* The same with the action given (a redirect's fallback). */
+CUresult cg_act_as(struct cg_crossing *c, const struct cg_fn *fn, int action);
+/* Each kernel's first few crossings are reported in full; after that they
+ * are counted, so a warn-mode loop cannot flood stderr or the log. */
+enum { CG_REPORTS_PER_KERNEL = 8 };
 void cg_error_clear(void);                   /* a launch went through */
 /* The message that replaces cuGetErrorString's for this thread, or NULL. */
 const char *cg_error_message(CUresult code);
@@ -320,7 +340,8 @@ const char *cg_error_message(CUresult code);
 
 enum cg_counter {
 	CG_C_LAUNCHES, CG_C_CROSS_ABORT, CG_C_CROSS_ERROR, CG_C_CROSS_WARN,
-	CG_C_CROSS_OFF, CG_C_HOOKED_DLSYM, CG_C_HOOKED_PROCADDR, CG_C_LOG_LOST, CG_NCOUNTERS
+	CG_C_CROSS_OFF, CG_C_HOOKED_DLSYM, CG_C_HOOKED_PROCADDR, CG_C_LOG_LOST, CG_C_REDIRECT,
+	CG_NCOUNTERS
 };
 void cg_count(enum cg_counter c);            /* sharded, no shared cache line */
 unsigned long cg_counter_total(enum cg_counter c);

@@ -189,8 +189,9 @@ void cg_tmap_describe(const struct cg_tmap *t, char *buf, size_t n)
 		snprintf(buf + o, n - o, "]");
 }
 
+/* Everything a redirect needs to rebuild the operand (shim/decode.c). */
 static void record(const CUtensorMap *map, CUtensorMapDataType type, cuuint32_t rank, void *addr,
-		   const cuuint64_t *dims, const cuuint32_t *box)
+		   const cuuint64_t *dims, const cuuint64_t *strides, const cuuint32_t *box)
 {
 	if (!map)
 		return;
@@ -198,6 +199,8 @@ static void record(const CUtensorMap *map, CUtensorMapDataType type, cuuint32_t 
 	for (cuuint32_t i = 0; i < rank && i < 5; i++) {
 		t.dims[i] = dims ? dims[i] : 0;
 		t.box[i] = box ? box[i] : 0;
+		if (i)
+			t.strides[i - 1] = strides ? strides[i - 1] : 0;
 	}
 	if (t.rank > 5)
 		t.rank = 5;
@@ -205,11 +208,14 @@ static void record(const CUtensorMap *map, CUtensorMapDataType type, cuuint32_t 
 }
 
 CG_AFTER(cuTensorMapEncodeTiled,
-	 record(tensorMap, tensorDataType, tensorRank, globalAddress, globalDim, boxDim))
+	 record(tensorMap, tensorDataType, tensorRank, globalAddress, globalDim, globalStrides,
+		boxDim))
 CG_AFTER(cuTensorMapEncodeIm2col,
-	 record(tensorMap, tensorDataType, tensorRank, globalAddress, globalDim, NULL))
+	 record(tensorMap, tensorDataType, tensorRank, globalAddress, globalDim, globalStrides,
+		NULL))
 CG_AFTER(cuTensorMapEncodeIm2colWide,
-	 record(tensorMap, tensorDataType, tensorRank, globalAddress, globalDim, NULL))
+	 record(tensorMap, tensorDataType, tensorRank, globalAddress, globalDim, globalStrides,
+		NULL))
 
 /* Same tensor, new address: the new descriptor inherits the shape. */
 CUresult cg_on_cuTensorMapReplaceAddress(const struct cg_variant *v, CUtensorMap *tensorMap,

@@ -72,6 +72,8 @@ static void assert_default_settings(const struct cg_policy *p)
 	ck_assert_int_eq(p->exit_code, 0);
 	ck_assert_int_eq(p->quiet, 0);
 	ck_assert_int_eq(p->defaults, 1);
+	ck_assert_int_eq(p->redirect, CG_REDIRECT_BUNDLED);
+	ck_assert_int_eq(p->redirect_fallback, CG_ACT_ABORT);
 	ck_assert_ptr_null(p->log_path);
 }
 
@@ -329,7 +331,7 @@ static const struct {
 	const char *line;
 } bad_env[] = {
 	{"CTXGUARD_MODE=xyz",
-	 "ctxguard: CTXGUARD_MODE=xyz: expected abort|error|warn|off (using abort)"},
+	 "ctxguard: CTXGUARD_MODE=xyz: expected abort|error|warn|off|redirect (using abort)"},
 	{"CTXGUARD_SCOPE=some",
 	 "ctxguard: CTXGUARD_SCOPE=some: expected experts|all (using experts)"},
 	{"CTXGUARD_OPERANDS=maybe",
@@ -348,10 +350,50 @@ static const struct {
 	 "ctxguard: CTXGUARD_EXIT_CODE= 1: expected a number 0-255 (using 0)"},
 	{"CTXGUARD_QUIET=2",
 	 "ctxguard: CTXGUARD_QUIET=2: expected on|off (using off)"},
+	{"CTXGUARD_REDIRECT=elsewhere",
+	 "ctxguard: CTXGUARD_REDIRECT=elsewhere: expected bundled|rehome (using bundled)"},
+	{"CTXGUARD_REDIRECT_FALLBACK=warn",
+	 "ctxguard: CTXGUARD_REDIRECT_FALLBACK=warn: expected abort|error (using abort)"},
+	{"CTXGUARD_REDIRECT_FALLBACK=redirect",
+	 "ctxguard: CTXGUARD_REDIRECT_FALLBACK=redirect: expected abort|error (using abort)"},
 	{"CTXGUARD_MODE=a\033[2Jb",
-	 "ctxguard: CTXGUARD_MODE=a?[2Jb: expected abort|error|warn|off (using"
+	 "ctxguard: CTXGUARD_MODE=a?[2Jb: expected abort|error|warn|off|redirect (using"
 	 " abort)"},
 };
+
+/* Redirect: a mode, a rule action, and its two settings from file and
+ * environment; the built-in DeepGEMM rule keeps abort unless told. */
+START_TEST(test_redirect_settings)
+{
+	char *env[] = { "CTXGUARD_POLICY=none", "CTXGUARD_MODE=redirect",
+			"CTXGUARD_REDIRECT=rehome", "CTXGUARD_REDIRECT_FALLBACK=error", NULL };
+	struct cg_policy p;
+	cg_policy_load_from(&p, env, NULL);
+	ck_assert_uint_eq(p.nerrors, 0);
+	ck_assert_int_eq(p.mode, CG_ACT_REDIRECT);
+	ck_assert_int_eq(p.redirect, CG_REDIRECT_REHOME);
+	ck_assert_int_eq(p.redirect_fallback, CG_ACT_ERROR);
+	ck_assert_str_eq(cg_action_name(CG_ACT_REDIRECT), "redirect");
+	cg_policy_free(&p);
+
+	cg_policy_init(&p);
+	ck_assert_int_eq(cg_policy_parse(&p, "redirect = Bundled\nredirect_fallback = abort\n"
+					 "[rule r]\nkernel = k*\naction = redirect\n", "t.conf"), 0);
+	ck_assert_int_eq(p.redirect, CG_REDIRECT_BUNDLED);
+	ck_assert_int_eq(p.redirect_fallback, CG_ACT_ABORT);
+	ck_assert_int_eq(cg_policy_action(&p, 0), CG_ACT_REDIRECT);
+	cg_policy_free(&p);
+
+	/* The built-in rule follows the global mode: abort by default. */
+	char *none[] = { "CTXGUARD_POLICY=none", NULL };
+	cg_policy_load_from(&p, none, NULL);
+	int r = cg_policy_match(&p, NULL, "void deep_gemm::sm90_bf16_gemm_impl<0u>(int*)", NULL,
+				NULL);
+	ck_assert_int_ge(r, 0);
+	ck_assert_int_eq(cg_policy_action(&p, r), CG_ACT_ABORT);
+	cg_policy_free(&p);
+}
+END_TEST
 
 START_TEST(test_env_bad)
 {
@@ -445,7 +487,7 @@ static const struct {
 	{"bogus = 1\n",
 	 "ctxguard: t.conf:1: unknown key 'bogus' (line ignored)", NULL, 0},
 	{"\n\nmode = xyz\n",
-	 "ctxguard: t.conf:3: mode = xyz: expected abort|error|warn|off (using"
+	 "ctxguard: t.conf:3: mode = xyz: expected abort|error|warn|off|redirect (using"
 	 " abort)", NULL, 0},
 	{"scope = some",
 	 "ctxguard: t.conf:1: scope = some: expected experts|all (using"
@@ -520,10 +562,10 @@ static const struct {
 	 "ctxguard: t.conf:3: module = : empty pattern (pattern ignored)",
 	 NULL, 1},
 	{"[rule r]\nkernel = a\naction = explode\n",
-	 "ctxguard: t.conf:3: action = explode: expected abort|error|warn|off"
+	 "ctxguard: t.conf:3: action = explode: expected abort|error|warn|off|redirect"
 	 " (using the global mode)", NULL, 1},
 	{"[rule r]\nkernel = a\naction = warn\naction = explode\n",
-	 "ctxguard: t.conf:4: action = explode: expected abort|error|warn|off"
+	 "ctxguard: t.conf:4: action = explode: expected abort|error|warn|off|redirect"
 	 " (using warn)", NULL, 1},
 	{"[rule r]\nkernel = a\nmessage =\n",
 	 "ctxguard: t.conf:3: message = : expected some text (using the"
@@ -536,7 +578,7 @@ static const struct {
 	 "ctxguard: t.conf:2: image = 123: expected fnv1a64:<16 hex digits>"
 	 " (pattern ignored)", NULL, 0},
 	{"mode = \001\002\n",
-	 "ctxguard: t.conf:1: mode = ??: expected abort|error|warn|off (using"
+	 "ctxguard: t.conf:1: mode = ??: expected abort|error|warn|off|redirect (using"
 	 " abort)", NULL, 0},
 };
 
@@ -1463,6 +1505,7 @@ static Suite *policy_suite(void)
 
 	tc = tcase_create("environment");
 	tcase_add_test(tc, test_env_good);
+	tcase_add_test(tc, test_redirect_settings);
 	tcase_add_loop_test(tc, test_env_bad, 0, NELEMS(bad_env));
 	tcase_add_test(tc, test_env_overrides_file);
 	tcase_add_test(tc, test_etc_file);

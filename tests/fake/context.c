@@ -69,6 +69,7 @@ static void peer_remove(CUcontext from, CUcontext to)
 static void ctx_release_resources(CUcontext ctx)
 {
 	fake_stream_drop_ctx(ctx);
+	fake_event_drop_ctx(ctx);
 	fake_library_drop_ctx(ctx);
 	fake_module_drop_ctx(ctx);
 	fake_mem_drop_ctx(ctx);
@@ -227,7 +228,10 @@ CUresult CUDAAPI cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
 static CUresult ctx_synchronize(CUcontext ctx)
 {
 	CUresult rc = ctx_or_current(ctx, &ctx);
-	return rc == CUDA_SUCCESS ? ctx->sticky : rc;
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	fake_stream_sync_ctx(ctx);
+	return ctx->sticky;
 }
 
 CUresult CUDAAPI cuCtxSynchronize(void)

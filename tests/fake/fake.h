@@ -113,6 +113,9 @@ struct fake_image {
 
 CUresult fake_image_parse(const char *text, struct fake_image *out);
 CUresult fake_image_load_file(const char *path, struct fake_image *out);
+/* fatbin.c: whether image starts like a fatbin; the bundled kernels' image. */
+bool fake_image_is_fatbin(const void *image);
+CUresult fake_image_bundled(struct fake_image *out);
 int fake_image_find(const struct fake_image *img, const char *name); /* index or -1 */
 void fake_image_free(struct fake_image *img);
 CUresult fake_kdesc_copy(struct fake_kdesc *dst, const struct fake_kdesc *src);
@@ -139,6 +142,7 @@ struct CUctx_st {
 	unsigned flags;
 	unsigned long long id;
 	CUresult sticky;  /* error every later sync and launch in this context returns */
+	bool pending;	  /* work on its legacy stream not yet synchronized */
 	CUcontext *peers; /* contexts whose memory this one may access */
 	size_t npeers, cappeers;
 };
@@ -158,11 +162,33 @@ struct CUstream_st {
 	CUcontext ctx;
 	unsigned flags;
 	int priority;
+	bool capturing; /* set by fake_stream_set_capturing */
+	bool pending;	/* a kernel was launched on it since its last synchronization */
 };
 
 bool fake_stream_is_special(CUstream s); /* NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD */
 CUresult fake_stream_ctx(CUstream s, CUcontext *out);
 void fake_stream_drop_ctx(CUcontext ctx);
+/* Work queued on s (in ctx), pending until a synchronization; ctx's synchronization
+ * covers all its streams. */
+void fake_stream_note_work(CUstream s, CUcontext ctx);
+void fake_stream_sync_ctx(CUcontext ctx);
+
+/* ---- events (event.c) ---- */
+
+struct CUevent_st {
+	struct fake_hdr h;
+	CUcontext ctx;
+	unsigned flags;
+	bool recorded;
+};
+
+void fake_event_drop_ctx(CUcontext ctx);
+
+/* ---- the call trace (trace.c) ---- */
+
+void fake_trace_note(const char *api, CUcontext ctx, const void *stream, const void *object,
+		     const char *kernel);
 
 /* ---- modules, functions, libraries, kernels (module.c, library.c) ---- */
 

@@ -31,6 +31,10 @@
  *  - Boolean pointer attributes (IS_MANAGED, MAPPED, ...) are written as unsigned int.
  *  - cuFunc* queries reject a CUkernel cast to CUfunction with CUDA_ERROR_INVALID_HANDLE
  *    (an assumption: only launches are documented to accept one).
+ *  - A launch leaves work pending on its stream until the stream (or its context) is
+ *    synchronized: cuStreamQuery says CUDA_ERROR_NOT_READY meanwhile.  Events are recorded
+ *    on a stream of their own context and waited on by a stream of any context.
+ *  - cuModuleLoadData of a fatbin loads the bundled grouped_mm kernels (fatbin.c).
  * All functions below are thread-safe.
  */
 #ifndef CTXGUARD_FAKE_API_H
@@ -87,6 +91,27 @@ void fake_after_next(const char *api, void (*fn)(void *), void *arg);
 /* Global address recorded for a tensor map made by cuTensorMapEncode* or
  * cuTensorMapReplaceAddress; returns 0 for bytes the fake never produced. */
 int fake_tensor_map_address(const CUtensorMap *map, CUdeviceptr *addr);
+
+/* One driver call that orders work (cuEventCreate, cuEventRecord,
+ * cuStreamWaitEvent, cuStreamCreate, a kernel that ran): ctx is the event's
+ * (create, record) or the stream's (wait, stream create, launch) context;
+ * stream the stream it was made on; object the event or created stream;
+ * kernel the launched kernel's name. */
+struct fake_call {
+	char api[32];
+	CUcontext ctx;
+	const void *stream;
+	const void *object;
+	char kernel[128];
+};
+
+/* Starts a fresh trace; fake_trace copies up to max calls since then (the
+ * first 4096 are kept). */
+void fake_trace_start(void);
+size_t fake_trace(struct fake_call *out, size_t max);
+
+/* Makes cuStreamIsCapturing report s as capturing (on) or not. */
+void fake_stream_set_capturing(CUstream s, int on);
 
 #ifdef __cplusplus
 }

@@ -168,7 +168,11 @@ CUresult fake_launch(CUfunction f, const struct fake_dims *d, CUstream hStream, 
 		rc = check_cooperative(d);
 	if (rc == CUDA_SUCCESS)
 		rc = fake_launch_pack(kd, kernelParams, extra, buf);
-	return rc == CUDA_SUCCESS ? fake_launch_run(ctx, kd, buf) : rc;
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	fake_trace_note("launch", ctx, hStream, f, kd->name);
+	fake_stream_note_work(hStream, ctx);
+	return fake_launch_run(ctx, kd, buf);
 }
 
 /* Launch configuration from cuLaunchKernelEx attributes. */

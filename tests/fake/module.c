@@ -116,7 +116,9 @@ static CUresult module_load(CUmodule *module, const char *path, const void *imag
 	CUresult rc = fake_ctx_require_current(&ctx);
 	if (rc != CUDA_SUCCESS)
 		return rc;
-	rc = path ? fake_image_load_file(path, &img) : fake_image_parse(image, &img);
+	rc = path			     ? fake_image_load_file(path, &img)
+	     : fake_image_is_fatbin(image) ? fake_image_bundled(&img)
+					     : fake_image_parse(image, &img);
 	if (rc != CUDA_SUCCESS)
 		return rc;
 	return fake_module_create(ctx, NULL, &img, module);

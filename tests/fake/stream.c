@@ -21,6 +21,52 @@ CUresult fake_stream_ctx(CUstream s, CUcontext *out)
 	return CUDA_SUCCESS;
 }
 
+/* The per-thread stream's pending work, per thread: the contexts it has some in. */
+enum { PTDS_SLOTS = FAKE_MAX_DEVICES * 2 };
+static _Thread_local CUcontext ptds_pending[PTDS_SLOTS];
+
+static CUcontext *ptds_slot(CUcontext ctx)
+{
+	for (size_t i = 0; i < PTDS_SLOTS; i++)
+		if (ptds_pending[i] == ctx)
+			return &ptds_pending[i];
+	return NULL;
+}
+
+static bool is_pending(CUstream s, CUcontext ctx)
+{
+	if (s == CU_STREAM_PER_THREAD)
+		return ptds_slot(ctx) != NULL;
+	return fake_stream_is_special(s) ? ctx->pending : s->pending;
+}
+
+static void set_pending(CUstream s, CUcontext ctx, bool on)
+{
+	if (s != CU_STREAM_PER_THREAD) {
+		*(fake_stream_is_special(s) ? &ctx->pending : &s->pending) = on;
+		return;
+	}
+	CUcontext *slot = ptds_slot(on ? NULL : ctx);
+	if (slot && !(on && ptds_slot(ctx)))
+		*slot = on ? ctx : NULL;
+}
+
+void fake_stream_note_work(CUstream s, CUcontext ctx)
+{
+	set_pending(s, ctx, true);
+}
+
+void fake_stream_sync_ctx(CUcontext ctx)
+{
+	ctx->pending = false;
+	set_pending(CU_STREAM_PER_THREAD, ctx, false);
+	for (size_t i = 0; i < stream_pool.nall; i++) {
+		CUstream s = stream_pool.all[i];
+		if (s->h.live && s->ctx == ctx)
+			s->pending = false;
+	}
+}
+
 void fake_stream_drop_ctx(CUcontext ctx)
 {
 	for (size_t i = 0; i < stream_pool.nall; i++) {
@@ -46,6 +92,7 @@ static CUresult stream_create(CUstream *phStream, unsigned flags, int priority)
 	/* H200 priorities range from 0 (least) to -5 (greatest); others are clamped. */
 	s->priority = priority > 0 ? 0 : priority < -5 ? -5 : priority;
 	*phStream = s;
+	fake_trace_note("cuStreamCreate", ctx, NULL, s, NULL);
 	return CUDA_SUCCESS;
 }
 
@@ -91,13 +138,32 @@ static CUresult stream_get_device(CUstream s, CUdevice *device)
 	return rc;
 }
 
-/* Work completes at launch, so waiting for a stream only reports its context's sticky
- * error; cuStreamQuery never sees work pending. */
-static CUresult stream_wait(CUstream s)
+/* Work "runs" at launch but counts as pending until the stream (or its context) is
+ * synchronized: cuStreamQuery reports CUDA_ERROR_NOT_READY for a stream with a launch since
+ * its last synchronization, and otherwise, like a synchronization, the sticky error. */
+static CUresult stream_wait(CUstream s, bool sync)
 {
 	CUcontext ctx;
 	CUresult rc = fake_stream_ctx(s, &ctx);
-	return rc == CUDA_SUCCESS ? ctx->sticky : rc;
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (!sync && is_pending(s, ctx) && ctx->sticky == CUDA_SUCCESS)
+		return CUDA_ERROR_NOT_READY;
+	if (sync)
+		set_pending(s, ctx, false);
+	return ctx->sticky;
+}
+
+static CUresult stream_is_capturing(CUstream s, CUstreamCaptureStatus *status)
+{
+	CUcontext ctx;
+	if (!status)
+		return CUDA_ERROR_INVALID_VALUE;
+	CUresult rc = fake_stream_ctx(s, &ctx);
+	if (rc == CUDA_SUCCESS)
+		*status = !fake_stream_is_special(s) && s->capturing ? CU_STREAM_CAPTURE_STATUS_ACTIVE
+								     : CU_STREAM_CAPTURE_STATUS_NONE;
+	return rc;
 }
 
 /* Each entry point exists as a legacy and a per-thread (_ptsz) variant; both behave alike
@@ -124,12 +190,26 @@ static CUresult stream_wait(CUstream s)
 	CUresult CUDAAPI cuStreamSynchronize##suffix(CUstream hStream)                             \
 	{                                                                                          \
 		FAKE_ENTER();                                                                      \
-		return fake_leave(stream_wait(hStream));                                           \
+		return fake_leave(stream_wait(hStream, true));                                     \
 	}                                                                                          \
 	CUresult CUDAAPI cuStreamQuery##suffix(CUstream hStream)                                   \
 	{                                                                                          \
 		FAKE_ENTER();                                                                      \
-		return fake_leave(stream_wait(hStream));                                           \
+		return fake_leave(stream_wait(hStream, false));                                    \
+	}                                                                                          \
+	CUresult CUDAAPI cuStreamIsCapturing##suffix(CUstream hStream,                             \
+						     CUstreamCaptureStatus *captureStatus)         \
+	{                                                                                          \
+		FAKE_ENTER();                                                                      \
+		return fake_leave(stream_is_capturing(hStream, captureStatus));                    \
 	}
 
 STREAM_VARIANTS(DEFINE_STREAM_QUERIES)
+
+void fake_stream_set_capturing(CUstream s, int on)
+{
+	fake_lock();
+	if (fake_pool_live(&stream_pool, s))
+		s->capturing = on != 0;
+	fake_unlock();
+}

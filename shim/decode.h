@@ -1,0 +1,44 @@
+/* DeepGEMM's sm90 GEMM launches as bundled grouped_mm problems: a pure
+ * function of the kernel's demangled name, its parameters and the recorded
+ * encodes of its tensor maps (no driver call), so it is unit-tested alone. */
+#ifndef CTXGUARD_DECODE_H
+#define CTXGUARD_DECODE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../kernels/grouped_mm.h"
+#include "shim.h"
+
+/* How grouped_layout says which rows belong to which group. */
+enum cg_gemm_layout {
+	CG_LAYOUT_NORMAL,      /* one group, no grouped_layout */
+	CG_LAYOUT_CONTIGUOUS,  /* expert id per row, -1 rows skipped */
+	CG_LAYOUT_PSUM,        /* end row per group, starts aligned to 128 */
+	CG_LAYOUT_MASKED,      /* masked_m per group; A [G, max_m, K] */
+	CG_NLAYOUTS
+};
+
+enum { CG_DECODE_OPERANDS = 6 };
+
+struct cg_decoded {
+	int layout;                 /* enum cg_gemm_layout */
+	struct cg_gmm_problem p;    /* layout pointer in offs (psum) or layout */
+	int64_t sfa_stride_g;       /* fp8 masked: sfa elements between groups */
+	unsigned noperands;         /* device memory the problem reads or writes */
+	struct { const char *name; uintptr_t addr; } operand[CG_DECODE_OPERANDS];
+};
+
+/* The recorded encode of a 128-byte descriptor (cg_tmap_find's shape). */
+typedef int (*cg_tmap_lookup_fn)(const void *desc, struct cg_tmap *out);
+
+/* Whether demangled names one of the GEMM kernels cg_decode_gemm knows. */
+int cg_decode_is_gemm(const char *demangled);
+
+/* 1: *out holds the problem; 0: not a recognized GEMM; -1: a recognized
+ * GEMM the bundled kernels cannot run, why says so in one phrase.  params is
+ * the launch's kernelParams (one pointer per parameter). */
+int cg_decode_gemm(const char *demangled, void *const *params, cg_tmap_lookup_fn tmap,
+		   struct cg_decoded *out, char *why, size_t n);
+
+#endif

@@ -1,0 +1,63 @@
+/* Redirect: a crossing launch under the redirect action runs where its
+ * operands live instead (shim/redirect.c), either as the bundled grouped_mm
+ * kernel (a recognized DeepGEMM GEMM, shim/decode.c) or as the same kernel
+ * re-homed into that context (shim/rehome.c), ordered with both devices'
+ * streams (shim/streams.c, shim/events.c). */
+#ifndef CTXGUARD_REDIRECT_H
+#define CTXGUARD_REDIRECT_H
+
+#include "shim.h"
+
+/* What cg_act returns for a crossing under the redirect action: the launch
+ * hook then calls cg_redirect (never reaches the program). */
+#define CG_REDIRECTED ((CUresult)0x43470001)
+
+/* One launch as the program made it. */
+struct cg_launch {
+	const char *api;
+	CUfunction f;
+	CUlaunchConfig config;     /* grid, block, shared memory, stream, attributes */
+	void **params, **extra;
+};
+
+/* cg_act's half: keeps the crossing for this thread's cg_redirect. */
+void cg_redirect_note(const struct cg_crossing *c, const struct cg_fn *fn);
+/* Runs the noted crossing's launch l where its operands live; CUDA_SUCCESS,
+ * or the fallback's result when that cannot be done. */
+CUresult cg_redirect(const struct cg_launch *l);
+/* A crossing noted by a launch API redirect does not handle: the fallback. */
+CUresult cg_redirect_refuse(const char *api);
+
+/* A forked child starts without the parent's streams, events and twins. */
+void cg_redirect_forked(void);
+void cg_streams_reset(void);
+void cg_events_reset(void);
+void cg_rehome_reset(void);
+
+/* Known streams of ctx (shim/streams.c): copies up to max, returns how
+ * many there are. */
+size_t cg_streams_of(CUcontext ctx, CUstream *out, size_t max);
+/* ctxguard's own non-blocking stream in ctx (current), created once. */
+CUresult cg_stream_owned(CUcontext ctx, CUstream *out);
+void cg_streams_forget(CUcontext ctx);
+
+/* Pooled events of ctx (shim/events.c); ctx is current for a take. */
+CUresult cg_event_take(CUcontext ctx, CUevent *out);
+void cg_event_give(CUcontext ctx, CUevent e);
+void cg_events_forget(CUcontext ctx);
+
+/* A buffer of at least bytes zeros in ctx (current), made once per size
+ * class (shim/zeros.c); NULL ctx forgets every context's. */
+CUresult cg_zeros(CUcontext ctx, size_t bytes, CUdeviceptr *out);
+void cg_zeros_forget(CUcontext ctx);
+
+/* Re-homing (shim/rehome.c). */
+/* At load: keeps what it takes to load the module again elsewhere (its
+ * path, or a copy of an in-memory image) when the policy can redirect. */
+void cg_rehome_keep(uintptr_t module, const char *path, const void *image);
+void cg_rehome_drop(uintptr_t module);
+/* fn's twin in ctx (current): loaded once, attributes replayed; NULL with
+ * why filled when it cannot be made. */
+CUfunction cg_rehome_function(const struct cg_fn *fn, CUcontext ctx, char *why, size_t n);
+
+#endif

@@ -1,0 +1,295 @@
+/* Re-homing: the same kernel, made in another context.  A function of a
+ * library (DeepGEMM's cuLibraryLoadFromFile + cuKernelGetFunction) is
+ * fetched again there from its CUkernel; a module is loaded again from its
+ * file or from the copy of its image kept at load (only while the policy
+ * can redirect: the copy costs the image's size); a CUkernel launched as a
+ * function runs anywhere already.  The attributes the program set on the
+ * original (cuFuncSetAttribute, cuKernelSetAttribute: recorded here) are
+ * replayed on the twin.  Twins are made once per context and kept. */
+#include <elf.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "redirect.h"
+
+enum { NATTR = CU_FUNC_ATTRIBUTE_MAX };
+
+/* An image to load again: its file, or its bytes. */
+struct kept {
+	uintptr_t module;
+	char *path;
+	void *bytes;
+	struct kept *next;
+};
+
+/* Attributes set on a function or kernel handle. */
+struct attrs {
+	uintptr_t handle;
+	int value[NATTR];
+	uint64_t set;              /* bit a: value[a] was set */
+	unsigned version;
+	struct attrs *next;
+};
+
+struct twin {
+	uintptr_t fn;              /* the original */
+	uintptr_t module;          /* its module, for cg_rehome_drop */
+	CUcontext ctx;
+	CUfunction f;
+	unsigned version;          /* of the attributes replayed */
+	struct twin *next;
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct kept *kept;
+static struct attrs *attrs;
+static struct twin *twins;
+
+static int policy_redirects(void)
+{
+	if (cg_policy->mode == CG_ACT_REDIRECT)
+		return 1;
+	for (size_t i = 0; i < cg_policy->nrules; i++)
+		if (cg_policy->rules[i].action == CG_ACT_REDIRECT)
+			return 1;
+	return 0;
+}
+
+/* How many bytes an in-memory image spans: an ELF cubin to the end of its
+ * section or program headers, a fatbin by its header, else NUL-terminated
+ * text (PTX). */
+static size_t image_size(const void *image)
+{
+	const unsigned char *p = image;
+	if (!memcmp(p, ELFMAG, SELFMAG) && p[EI_CLASS] == ELFCLASS64) {
+		Elf64_Ehdr h;
+		memcpy(&h, p, sizeof h);
+		size_t sh = h.e_shoff + (size_t)h.e_shentsize * h.e_shnum;
+		size_t ph = h.e_phoff + (size_t)h.e_phentsize * h.e_phnum;
+		return sh > ph ? sh : ph;
+	}
+	uint32_t magic;
+	memcpy(&magic, p, sizeof magic);
+	if (magic == 0xBA55ED50u) {
+		uint16_t header;
+		uint64_t size;
+		memcpy(&header, p + 6, sizeof header);
+		memcpy(&size, p + 8, sizeof size);
+		return header + size;
+	}
+	return strlen(image) + 1;
+}
+
+void cg_rehome_keep(uintptr_t module, const char *path, const void *image)
+{
+	if (!module || (!path && !image) || !policy_redirects())
+		return;
+	struct kept *k = calloc(1, sizeof *k);
+	if (!k)
+		return;
+	k->module = module;
+	if (path) {
+		k->path = strdup(path);
+	} else {
+		size_t n = image_size(image);
+		if ((k->bytes = malloc(n)))
+			memcpy(k->bytes, image, n);
+	}
+	if (!k->path && !k->bytes) {
+		free(k);
+		return;
+	}
+	pthread_mutex_lock(&lock);
+	k->next = kept;
+	kept = k;
+	pthread_mutex_unlock(&lock);
+}
+
+/* Before an unload: the handle, and its functions', may come back. */
+void cg_rehome_drop(uintptr_t module)
+{
+	pthread_mutex_lock(&lock);
+	for (struct kept **q = &kept; *q;) {
+		struct kept *k = *q;
+		if (k->module != module) {
+			q = &k->next;
+			continue;
+		}
+		*q = k->next;
+		free(k->path);
+		free(k->bytes);
+		free(k);
+	}
+	for (struct twin **q = &twins; *q;) {
+		struct twin *t = *q;
+		if (t->module != module) {
+			q = &t->next;
+			continue;
+		}
+		*q = t->next;
+		free(t);
+	}
+	pthread_mutex_unlock(&lock);
+}
+
+/* In a forked child (see cg_streams_reset): the registries start empty. */
+void cg_rehome_reset(void)
+{
+	pthread_mutex_init(&lock, NULL);
+	while (kept) {
+		struct kept *k = kept;
+		kept = k->next;
+		free(k->path);
+		free(k->bytes);
+		free(k);
+	}
+	while (twins) {
+		struct twin *t = twins;
+		twins = t->next;
+		free(t);
+	}
+	while (attrs) {
+		struct attrs *a = attrs;
+		attrs = a->next;
+		free(a);
+	}
+}
+
+static void note_attr(uintptr_t handle, int attr, int value)
+{
+	if (attr < 0 || attr >= NATTR)
+		return;
+	pthread_mutex_lock(&lock);
+	struct attrs *a = attrs;
+	while (a && a->handle != handle)
+		a = a->next;
+	if (!a && (a = calloc(1, sizeof *a))) {
+		a->handle = handle;
+		a->next = attrs;
+		attrs = a;
+	}
+	if (a) {
+		a->value[attr] = value;
+		a->set |= 1ull << attr;
+		a->version++;
+	}
+	pthread_mutex_unlock(&lock);
+}
+
+/* The recorded attributes of handle, copied under the lock. */
+static int attrs_of(uintptr_t handle, struct attrs *out)
+{
+	pthread_mutex_lock(&lock);
+	const struct attrs *a = attrs;
+	while (a && a->handle != handle)
+		a = a->next;
+	if (a)
+		*out = *a;
+	pthread_mutex_unlock(&lock);
+	return a != NULL;
+}
+
+/* A function's twin in the current context: loaded again, or fetched from
+ * its kernel. */
+static CUresult make(const struct cg_fn *fn, CUfunction *f, char *why, size_t n)
+{
+	const struct cg_mod *m = fn->mod;
+	const struct cg_mod *lib = m && m->lib ? m->lib : m && !m->owner ? m : NULL;
+	if (!m) {
+		snprintf(why, n, "image not re-loadable: its module was loaded out of ctxguard's "
+			 "sight");
+		return CUDA_ERROR_NOT_FOUND;
+	}
+	CUresult rc;
+	if (lib) {
+		CUkernel k;
+		rc = CG_REAL(cuLibraryGetKernel, &cg_variants[CG_V_cuLibraryGetKernel])(
+			&k, (CUlibrary)lib->handle, fn->name);
+		if (rc == CUDA_SUCCESS)
+			rc = CG_REAL(cuKernelGetFunction, &cg_variants[CG_V_cuKernelGetFunction])(f, k);
+		if (rc != CUDA_SUCCESS)
+			snprintf(why, n, "image not re-loadable: %s not found in its library (error %d)",
+				 fn->name, (int)rc);
+		return rc;
+	}
+	char *path = NULL;
+	void *bytes = NULL;
+	pthread_mutex_lock(&lock);
+	for (const struct kept *k = kept; k; k = k->next)
+		if (k->module == m->handle) {
+			path = k->path ? strdup(k->path) : NULL;
+			bytes = k->bytes; /* lives until the original is unloaded */
+			break;
+		}
+	pthread_mutex_unlock(&lock);
+	if (!path && !bytes) {
+		snprintf(why, n, "image not re-loadable: the module's image was not kept at load "
+			 "(no redirect rule was in force)");
+		return CUDA_ERROR_NOT_FOUND;
+	}
+	CUmodule mod;
+	rc = path ? cg_call.cuModuleLoad(&mod, path) : cg_call.cuModuleLoadData(&mod, bytes);
+	free(path);
+	if (rc != CUDA_SUCCESS) {
+		snprintf(why, n, "image not re-loadable: loading it into the target context failed "
+			 "(error %d)", (int)rc);
+		return rc;
+	}
+	rc = cg_call.cuModuleGetFunction(f, mod, fn->name);
+	if (rc != CUDA_SUCCESS)
+		snprintf(why, n, "image not re-loadable: %s not in the re-loaded image (error %d)",
+			 fn->name, (int)rc);
+	return rc;
+}
+
+CUfunction cg_rehome_function(const struct cg_fn *fn, CUcontext ctx, char *why, size_t n)
+{
+	if (fn->flags & CG_FN_KERNEL)
+		return (CUfunction)fn->handle;
+	struct attrs a = {0};
+	int has_attrs = attrs_of(fn->handle, &a);
+	pthread_mutex_lock(&lock);
+	struct twin *t = twins;
+	while (t && !(t->fn == fn->handle && t->ctx == ctx))
+		t = t->next;
+	CUfunction f = t ? t->f : NULL;
+	unsigned version = t ? t->version : 0;
+	pthread_mutex_unlock(&lock);
+	if (!f && make(fn, &f, why, n) != CUDA_SUCCESS)
+		return NULL;
+	if (has_attrs && (!t || version != a.version)) {
+		for (int i = 0; i < NATTR; i++) {
+			if (!(a.set >> i & 1))
+				continue;
+			CUresult rc = CG_REAL(cuFuncSetAttribute, &cg_variants[CG_V_cuFuncSetAttribute])(
+				f, (CUfunction_attribute)i, a.value[i]);
+			if (rc != CUDA_SUCCESS) {
+				snprintf(why, n, "replaying attribute %d = %d failed (error %d)", i,
+					 a.value[i], (int)rc);
+				return NULL;
+			}
+		}
+	}
+	if (t && version == a.version)
+		return f;
+	pthread_mutex_lock(&lock);
+	for (t = twins; t && !(t->fn == fn->handle && t->ctx == ctx);)
+		t = t->next;
+	if (!t && (t = calloc(1, sizeof *t))) {
+		t->fn = fn->handle;
+		t->module = fn->mod->handle;
+		t->ctx = ctx;
+		t->f = f;
+		t->next = twins;
+		twins = t;
+	}
+	if (t)
+		t->version = a.version;
+	pthread_mutex_unlock(&lock);
+	return f;
+}
+
+CG_AFTER(cuFuncSetAttribute, note_attr((uintptr_t)hfunc, attrib, value))
+CG_AFTER(cuKernelSetAttribute, note_attr((uintptr_t)kernel, attrib, val))

@@ -1,0 +1,584 @@
+/* The redirect action on the fake driver: a DeepGEMM GEMM launched on
+ * device 0 with its operands on device 1 runs as the bundled kernel on
+ * device 1, ordered by events with the launch stream and every known stream
+ * of device 1 (asserted on the fake's call trace); kind (a) with the
+ * operands on the launch device runs on the launch stream; DeepGEMM's
+ * helper is re-homed with its attributes; pools are reused; each reason a
+ * redirect is impossible leads to redirect_fallback; 16 threads redirect
+ * on two devices.  The bundled kernels exist only in a build with nvcc:
+ * without them the GEMM cases assert the fallback that says so. */
+#include <check.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cuda.h>
+
+#include "../policy/policy.h"
+#include "fake/fake_api.h"
+#include "suite.h"
+
+/* Real instantiations (nvcc -arch=sm_90a, the template shapes of DESIGN.md). */
+#define GEMM_BF16 "_ZN9deep_gemm19sm90_bf16_gemm_implILN4cute4UMMA5MajorE0ELS3_0ELj0ELj0ELj0ELj2ELj128ELj128ELj64ELj128ELj128ELj128ELj5ELj128ELj256ELj1ELb1ELj132ELNS_8GemmTypeE1ELb0EN7cutlass10bfloat16_tEEEvPijjj14CUtensorMap_stS8_S8_"
+#define GEMM_PSUM "_ZN9deep_gemm19sm90_bf16_gemm_implILN4cute4UMMA5MajorE0ELS3_0ELj0ELj0ELj0ELj2ELj128ELj128ELj64ELj128ELj128ELj128ELj5ELj128ELj256ELj1ELb1ELj132ELNS_8GemmTypeE5ELb0EN7cutlass10bfloat16_tEEEvPijjj14CUtensorMap_stS8_S8_"
+#define GEMM_ACCUM "_ZN9deep_gemm19sm90_bf16_gemm_implILN4cute4UMMA5MajorE0ELS3_0ELj0ELj0ELj0ELj2ELj128ELj128ELj64ELj128ELj128ELj128ELj5ELj128ELj256ELj1ELb1ELj132ELNS_8GemmTypeE1ELb1EN7cutlass10bfloat16_tEEEvPijjj14CUtensorMap_stS8_S8_"
+#define GEMM_NORMAL "_ZN9deep_gemm19sm90_bf16_gemm_implILN4cute4UMMA5MajorE0ELS3_0ELj0ELj0ELj0ELj1ELj128ELj128ELj64ELj128ELj128ELj128ELj5ELj128ELj256ELj1ELb1ELj132ELNS_8GemmTypeE0ELb0EN7cutlass10bfloat16_tEEEvPijjj14CUtensorMap_stS8_S8_"
+#define HELPER "_ZN9deep_gemm14transpose_fp32ILj128ELj128EEEvPKfPfj"
+/* Device 1's own work, queued before the redirect (the producer of A). */
+static const char producer_image[] = "//ctxguard-fake-image\n.kernel producer 8\n";
+static const char image[] = "//ctxguard-fake-image\n"
+			    ".kernel " GEMM_BF16 " 8,4,4,4,128,128,128\n"
+			    ".kernel " GEMM_PSUM " 8,4,4,4,128,128,128\n"
+			    ".kernel " GEMM_ACCUM " 8,4,4,4,128,128,128\n"
+			    ".kernel " GEMM_NORMAL " 8,4,4,4,128,128,128\n"
+			    ".kernel " HELPER " 8,8,4\n";
+enum { M = 256, N = 128, K = 128, G = 2, SIZE = 1 << 20, HELPER_SMEM = 100000 };
+
+static CUcontext ctx[2];
+static CUstream stream[2];
+static CUfunction gemm, psum, accum, normal, helper; /* loaded in device 0's context */
+static CUdeviceptr a, b, d, layout, b0;     /* on device 1; b0 on device 0 */
+static CUtensorMap ta, tb, td, tb0;
+
+static CUdeviceptr alloc_on(int dev)
+{
+	CUdeviceptr p;
+	ck_assert_int_eq(cuCtxSetCurrent(ctx[dev]), CUDA_SUCCESS);
+	ck_assert_int_eq(cuMemAlloc(&p, SIZE), CUDA_SUCCESS);
+	return p;
+}
+
+static CUtensorMap encode(CUdeviceptr base, uint64_t inner, uint64_t outer)
+{
+	CUtensorMap m;
+	cuuint64_t dims[2] = {inner, outer}, strides[1] = {inner * 2};
+	cuuint32_t box[2] = {64, 128}, elem[2] = {1, 1};
+	ck_assert_int_eq(cuTensorMapEncodeTiled(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
+						(void *)base, dims, strides, box, elem,
+						CU_TENSOR_MAP_INTERLEAVE_NONE,
+						CU_TENSOR_MAP_SWIZZLE_128B,
+						CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+						CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+			 CUDA_SUCCESS);
+	return m;
+}
+
+static void setup_mode(const char *fallback)
+{
+	setenv("CTXGUARD_MODE", "redirect", 1);
+	setenv("CTXGUARD_REDIRECT_FALLBACK", fallback, 1);
+	ck_assert_int_eq(cuInit(0), CUDA_SUCCESS);
+	for (int dev = 1; dev >= 0; dev--) {
+		CUdevice dv;
+		ck_assert_int_eq(cuDeviceGet(&dv, dev), CUDA_SUCCESS);
+		ck_assert_int_eq(cuDevicePrimaryCtxRetain(&ctx[dev], dv), CUDA_SUCCESS);
+		ck_assert_int_eq(cuCtxSetCurrent(ctx[dev]), CUDA_SUCCESS);
+		ck_assert_int_eq(cuStreamCreate(&stream[dev], CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+	}
+	CUmodule mod;
+	ck_assert_int_eq(cuModuleLoadData(&mod, image), CUDA_SUCCESS);
+	ck_assert_int_eq(cuModuleGetFunction(&gemm, mod, GEMM_BF16), CUDA_SUCCESS);
+	ck_assert_int_eq(cuModuleGetFunction(&psum, mod, GEMM_PSUM), CUDA_SUCCESS);
+	ck_assert_int_eq(cuModuleGetFunction(&accum, mod, GEMM_ACCUM), CUDA_SUCCESS);
+	ck_assert_int_eq(cuModuleGetFunction(&normal, mod, GEMM_NORMAL), CUDA_SUCCESS);
+	ck_assert_int_eq(cuModuleGetFunction(&helper, mod, HELPER), CUDA_SUCCESS);
+	/* DeepGEMM sets the dynamic shared memory once per function. */
+	ck_assert_int_eq(cuFuncSetAttribute(helper, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+					    HELPER_SMEM),
+			 CUDA_SUCCESS);
+	a = alloc_on(1);
+	b = alloc_on(1);
+	d = alloc_on(1);
+	layout = alloc_on(1);
+	b0 = alloc_on(0);
+	/* DeepGEMM's encodes (DESIGN.md): a {K, M}, b {K, N*G}, d {N, M}. */
+	ta = encode(a, K, M);
+	tb = encode(b, K, N * G);
+	td = encode(d, N, M);
+	tb0 = encode(b0, K, N * G);
+}
+
+/* Device 1's work pending on stream s (NULL: its legacy stream). */
+static void produce_on(CUstream s)
+{
+	CUmodule mod;
+	CUfunction producer;
+	ck_assert_int_eq(cuCtxSetCurrent(ctx[1]), CUDA_SUCCESS);
+	ck_assert_int_eq(cuModuleLoadData(&mod, producer_image), CUDA_SUCCESS);
+	ck_assert_int_eq(cuModuleGetFunction(&producer, mod, "producer"), CUDA_SUCCESS);
+	void *params[] = {&a};
+	ck_assert_int_eq(cuLaunchKernel(producer, 1, 1, 1, 1, 1, 1, 0, s, params, NULL),
+			 CUDA_SUCCESS);
+}
+
+/* As when PyTorch is still producing A on device 1's legacy stream and on
+ * a side stream; its per-thread stream stays idle. */
+static void produce_on_device_1(void)
+{
+	produce_on(NULL);
+	produce_on(stream[1]);
+}
+
+static void setup_abort(void)
+{
+	setup_mode("abort");
+}
+
+static void setup_error(void)
+{
+	setup_mode("error");
+}
+
+/* DeepGEMM's launch: cuLaunchKernelEx on the current device's stream. */
+static CUresult launch_gemm(CUfunction f, CUcontext current, CUstream s, const CUtensorMap *mb)
+{
+	ck_assert_int_eq(cuCtxSetCurrent(current), CUDA_SUCCESS);
+	uint32_t m = M, n = N, k = K;
+	CUtensorMap A = ta, B = *mb, D = td;
+	void *params[] = {&layout, &m, &n, &k, &A, &B, &D};
+	CUlaunchAttribute attr = {.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,
+				  .value.clusterDim = {1, 1, 1}};
+	CUlaunchConfig cfg = {.gridDimX = 132, .gridDimY = 1, .gridDimZ = 1, .blockDimX = 384,
+			      .blockDimY = 1, .blockDimZ = 1, .hStream = s, .attrs = &attr,
+			      .numAttrs = 1};
+	return cuLaunchKernelEx(&cfg, f, params, NULL);
+}
+
+static CUresult launch_helper(CUcontext current, CUstream s, CUdeviceptr in, CUdeviceptr out)
+{
+	ck_assert_int_eq(cuCtxSetCurrent(current), CUDA_SUCCESS);
+	unsigned mn = 128;
+	void *params[] = {&in, &out, &mn};
+	return cuLaunchKernel(helper, 4, 1, 1, 128, 1, 1, HELPER_SMEM, s, params, NULL);
+}
+
+/* Whether this library was built with its kernels (nvcc): an empty
+ * problem then succeeds, else it says why it cannot. */
+static int bundled_built(void)
+{
+	int (*run)(uint64_t, int, int, unsigned, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t,
+		   uint64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t);
+	*(void **)&run = dlsym(RTLD_DEFAULT, "ctxguard_gmm_contiguous");
+	ck_assert_ptr_nonnull(run);
+	return run(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1) == 0;
+}
+
+/* stderr of the calls between the two, for the "ctxguard: redirect" lines. */
+static FILE *captured;
+static int saved_err = -1;
+
+static void capture_start(void)
+{
+	fflush(stderr);
+	captured = tmpfile();
+	ck_assert_ptr_nonnull(captured);
+	saved_err = dup(2);
+	dup2(fileno(captured), 2);
+}
+
+static const char *capture_end(void)
+{
+	static char text[16384];
+	dup2(saved_err, 2);
+	close(saved_err);
+	rewind(captured);
+	size_t n = fread(text, 1, sizeof text - 1, captured);
+	text[n] = 0;
+	fclose(captured);
+	return text;
+}
+
+static struct fake_call trace[4096];
+
+static size_t find(size_t n, size_t from, const char *api, CUcontext c, const void *s,
+		   const void *object)
+{
+	for (size_t i = from; i < n; i++)
+		if (!strcmp(trace[i].api, api) && (!c || trace[i].ctx == c) &&
+		    (!s || trace[i].stream == s) && (!object || trace[i].object == object))
+			return i;
+	return n;
+}
+
+static size_t count(size_t n, const char *api)
+{
+	size_t c = 0;
+	for (size_t i = 0; i < n; i++)
+		c += !strcmp(trace[i].api, api);
+	return c;
+}
+
+/* The bundled launch ran on ctxguard's stream T of device 1, after S and
+ * every known stream of device 1 with work pending, before all of them go
+ * on. */
+static void assert_ordered(size_t n)
+{
+	size_t run = n;
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(trace[i].api, "launch")) {
+			ck_assert_msg(!strncmp(trace[i].kernel, "cg_gmm_", 7), "launched %s",
+				      trace[i].kernel);
+			run = i;
+		}
+	ck_assert_msg(run < n, "no bundled launch");
+	ck_assert_ptr_eq(trace[run].ctx, ctx[1]);
+	const void *t = trace[run].stream;
+	ck_assert(t != stream[0] && t != stream[1] && t != NULL);
+	/* Before: S's event, waited on by T. */
+	size_t rec = find(run, 0, "cuEventRecord", ctx[0], stream[0], NULL);
+	ck_assert_msg(rec < run, "no event recorded on the launch stream");
+	ck_assert(find(run, rec, "cuStreamWaitEvent", ctx[1], t, trace[rec].object) < run);
+	/* ... and each busy stream's tail; the idle per-thread stream has none. */
+	const void *known[] = {CU_STREAM_LEGACY, stream[1], CU_STREAM_PER_THREAD};
+	ck_assert(find(run, 0, "cuEventRecord", ctx[1], CU_STREAM_PER_THREAD, NULL) == run);
+	for (size_t k = 0; k < 2; k++) {
+		size_t r = find(run, 0, "cuEventRecord", ctx[1], known[k], NULL);
+		ck_assert_msg(r < run, "tail of stream %zu not recorded", k);
+		size_t w = find(run, r, "cuStreamWaitEvent", ctx[1], t, trace[r].object);
+		ck_assert_msg(w < run, "T does not wait for stream %zu", k);
+	}
+	/* After: T's event, waited on by S and every known stream. */
+	size_t after = find(n, run, "cuEventRecord", ctx[1], t, NULL);
+	ck_assert(after < n);
+	const void *e = trace[after].object;
+	ck_assert(find(n, after, "cuStreamWaitEvent", ctx[0], stream[0], e) < n);
+	for (size_t k = 0; k < 3; k++)
+		ck_assert_msg(find(n, after, "cuStreamWaitEvent", ctx[1], known[k], e) < n,
+			      "stream %zu does not wait for the result", k);
+}
+
+START_TEST(silent_crossing_runs_bundled_on_the_operands_device)
+{
+	struct fake_stats st;
+	produce_on_device_1();
+	fake_reset();
+	fake_trace_start();
+	capture_start();
+	CUresult rc = launch_gemm(gemm, ctx[0], stream[0], &tb);
+	const char *err = capture_end();
+	size_t n = fake_trace(trace, 4096);
+	fake_get_stats(&st);
+	ck_assert_uint_eq(st.silent_cross, 0);
+	ck_assert_msg(find(n, 0, "launch", NULL, stream[0], NULL) == n,
+		      "the original ran on the launch stream");
+	if (!bundled_built()) {
+		ck_assert_int_eq(rc, CUDA_ERROR_INVALID_HANDLE);
+		ck_assert_msg(strstr(err, "ctxguard: redirect impossible:") &&
+			      strstr(err, "without nvcc"), "%s", err);
+		return;
+	}
+	ck_assert_int_eq(rc, CUDA_SUCCESS);
+	ck_assert_msg(strstr(err, "ctxguard: redirect: void deep_gemm::sm90_bf16_gemm_impl<") &&
+		      strstr(err, "from device 0 to device 1 (cg_gmm_contiguous)"), "%s", err);
+	assert_ordered(n);
+	ck_assert_uint_eq(st.launches_on[1], 1);
+	ck_assert_uint_eq(st.launches_on[0], 0);
+
+	/* Warm: the same events and stream, nothing created, one line only. */
+	fake_trace_start();
+	capture_start();
+	ck_assert_int_eq(launch_gemm(gemm, ctx[0], stream[0], &tb), CUDA_SUCCESS);
+	err = capture_end();
+	n = fake_trace(trace, 4096);
+	assert_ordered(n);
+	ck_assert_uint_eq(count(n, "cuEventCreate"), 0);
+	ck_assert_uint_eq(count(n, "cuStreamCreate"), 0);
+	ck_assert_msg(!strstr(err, "ctxguard: redirect:"), "printed again: %s", err);
+}
+END_TEST
+
+/* Kind (a): DeepGEMM called with device 1 current (the driver's
+ * INVALID_HANDLE case): the work runs on S itself, no events. */
+START_TEST(handle_crossing_runs_on_the_launch_stream)
+{
+	fake_reset();
+	fake_trace_start();
+	CUresult rc = launch_gemm(gemm, ctx[1], NULL, &tb);
+	size_t n = fake_trace(trace, 4096);
+	ck_assert_uint_eq(count(n, "cuEventRecord"), 0);
+	ck_assert_uint_eq(count(n, "cuStreamWaitEvent"), 0);
+	if (!bundled_built()) {
+		ck_assert_int_eq(rc, CUDA_ERROR_INVALID_HANDLE);
+		return;
+	}
+	ck_assert_int_eq(rc, CUDA_SUCCESS);
+	size_t run = find(n, 0, "launch", ctx[1], NULL, NULL);
+	ck_assert(run < n && !strncmp(trace[run].kernel, "cg_gmm_", 7));
+}
+END_TEST
+
+/* DeepGEMM's fp8 helper crosses first: re-homed into device 1 with the
+ * shared-memory attribute replayed (the fake refuses the launch without),
+ * under the same ordering; made once, then reused. */
+START_TEST(helper_is_rehomed_with_its_attributes)
+{
+	fake_reset();
+	fake_trace_start();
+	capture_start();
+	ck_assert_int_eq(launch_helper(ctx[0], stream[0], a, d), CUDA_SUCCESS);
+	const char *err = capture_end();
+	size_t n = fake_trace(trace, 4096);
+	ck_assert_msg(strstr(err, "ctxguard: redirect: void deep_gemm::transpose_fp32<128u, 128u>"
+				  "(float const*, float*, unsigned int) from device 0 to device 1 "
+				  "(re-homed)"), "%s", err);
+	size_t run = find(n, 0, "launch", ctx[1], NULL, NULL);
+	ck_assert_msg(run < n, "not launched on device 1");
+	ck_assert_str_eq(trace[run].kernel, HELPER);
+	ck_assert(trace[run].stream != stream[1] && trace[run].stream != NULL);
+	ck_assert(find(run, 0, "cuEventRecord", ctx[0], stream[0], NULL) < run);
+	ck_assert(find(n, run, "cuStreamWaitEvent", ctx[0], stream[0], NULL) < n);
+	ck_assert(find(n, 0, "launch", ctx[0], NULL, NULL) == n);
+
+	fake_trace_start();
+	ck_assert_int_eq(launch_helper(ctx[0], stream[0], a, d), CUDA_SUCCESS);
+	n = fake_trace(trace, 4096);
+	ck_assert_uint_eq(count(n, "cuEventCreate"), 0);
+	ck_assert_uint_eq(count(n, "launch"), 1);
+}
+END_TEST
+
+/* DeepGEMM's own route: a library, its kernel's function fetched once while
+ * device 0 is current; the twin is fetched from the same kernel in device
+ * 1's context. */
+START_TEST(library_function_is_rehomed)
+{
+	static const char lib_image[] = "//ctxguard-fake-image\n.kernel " HELPER " 8,8,4\n";
+	CUlibrary lib;
+	CUkernel k;
+	CUfunction f;
+	ck_assert_int_eq(cuCtxSetCurrent(ctx[0]), CUDA_SUCCESS);
+	ck_assert_int_eq(cuLibraryLoadData(&lib, lib_image, NULL, NULL, 0, NULL, NULL, 0),
+			 CUDA_SUCCESS);
+	ck_assert_int_eq(cuLibraryGetKernel(&k, lib, HELPER), CUDA_SUCCESS);
+	ck_assert_int_eq(cuKernelGetFunction(&f, k), CUDA_SUCCESS);
+	fake_reset();
+	fake_trace_start();
+	unsigned mn = 128;
+	void *params[] = {&a, &d, &mn};
+	capture_start();
+	ck_assert_int_eq(cuLaunchKernel(f, 4, 1, 1, 128, 1, 1, 0, stream[0], params, NULL),
+			 CUDA_SUCCESS);
+	capture_end();
+	size_t n = fake_trace(trace, 4096);
+	size_t run = find(n, 0, "launch", ctx[1], NULL, NULL);
+	ck_assert_msg(run < n, "not launched on device 1");
+	ck_assert_str_eq(trace[run].kernel, HELPER);
+	ck_assert(find(n, 0, "launch", ctx[0], NULL, NULL) == n);
+}
+END_TEST
+
+/* A destroyed stream is no longer ordered with; a live one still is. */
+START_TEST(destroyed_stream_is_dropped)
+{
+	CUstream kept, dropped;
+	/* ctxguard's own stream first: it would take the freed handle. */
+	ck_assert_int_eq(launch_helper(ctx[0], stream[0], a, d), CUDA_SUCCESS);
+	ck_assert_int_eq(cuCtxSetCurrent(ctx[1]), CUDA_SUCCESS);
+	ck_assert_int_eq(cuStreamCreate(&kept, 0), CUDA_SUCCESS);
+	ck_assert_int_eq(cuStreamCreate(&dropped, 0), CUDA_SUCCESS);
+	produce_on(kept);
+	produce_on(dropped);
+	ck_assert_int_eq(cuStreamDestroy(dropped), CUDA_SUCCESS);
+	fake_trace_start();
+	ck_assert_int_eq(launch_helper(ctx[0], stream[0], a, d), CUDA_SUCCESS);
+	size_t n = fake_trace(trace, 4096);
+	ck_assert(find(n, 0, "cuEventRecord", NULL, dropped, NULL) == n);
+	ck_assert(find(n, 0, "cuStreamWaitEvent", NULL, dropped, NULL) == n);
+	ck_assert(find(n, 0, "cuEventRecord", ctx[1], kept, NULL) < n);
+	ck_assert(find(n, 0, "cuStreamWaitEvent", ctx[1], kept, NULL) < n);
+}
+END_TEST
+
+/* GemmType::Normal has no grouped_layout: one group, rows from a buffer of
+ * zeros ctxguard keeps in device 1's context. */
+START_TEST(normal_gemm_runs_as_one_group)
+{
+	CUtensorMap A = ta, B = encode(b, K, N), D = td;
+	CUdeviceptr none = 0;
+	uint32_t m = M, n = N, k = K;
+	void *params[] = {&none, &m, &n, &k, &A, &B, &D};
+	ck_assert_int_eq(cuCtxSetCurrent(ctx[0]), CUDA_SUCCESS);
+	fake_trace_start();
+	capture_start();
+	CUresult rc = cuLaunchKernel(normal, 132, 1, 1, 384, 1, 1, 0, stream[0], params, NULL);
+	const char *err = capture_end();
+	size_t nt = fake_trace(trace, 4096);
+	if (!bundled_built()) {
+		ck_assert_int_eq(rc, CUDA_ERROR_INVALID_HANDLE);
+		ck_assert_msg(strstr(err, "without nvcc"), "%s", err);
+		return;
+	}
+	ck_assert_int_eq(rc, CUDA_SUCCESS);
+	size_t run = find(nt, 0, "launch", ctx[1], NULL, NULL);
+	ck_assert(run < nt && !strncmp(trace[run].kernel, "cg_gmm_", 7));
+	ck_assert_msg(strstr(err, "(cg_gmm_contiguous)"), "%s", err);
+}
+END_TEST
+
+/* Each impossible redirect: one line why, then the error fallback. */
+static void capture_only(void) {}
+/* Checked once outside the capture first: under capture ctxguard asks the
+ * driver nothing new (the kernel's parameter layout). */
+static void capturing(void)
+{
+	launch_gemm(gemm, ctx[0], stream[0], &tb);
+	fake_stream_set_capturing(stream[0], 1);
+}
+static void reload_fails(void) { fake_fail_next("cuModuleLoadData", CUDA_ERROR_INVALID_IMAGE); }
+
+static const struct {
+	int helper;              /* launch the helper, else a GEMM */
+	CUfunction *f;
+	const CUtensorMap *b;
+	void (*before)(void);
+	const char *reason;
+} impossible[] = {
+	{0, &gemm, &tb0, capture_only, "operands on more than one device (A on device 1, B on device 0)"},
+	{0, &accum, &tb, capture_only, "accumulation into D (with_accumulation)"},
+	{0, &psum, &tb, capture_only, "bundled kernels lack the psum/masked layout"},
+	{0, &gemm, &tb, capturing, "the stream is capturing a CUDA graph"},
+	{1, NULL, NULL, reload_fails, "image not re-loadable: loading it into the target context failed"},
+};
+
+START_TEST(each_impossible_redirect_falls_back_to_error)
+{
+	impossible[_i].before();
+	capture_start();
+	CUresult rc = impossible[_i].helper ? launch_helper(ctx[0], stream[0], a, d)
+					    : launch_gemm(*impossible[_i].f, ctx[0], stream[0],
+							  impossible[_i].b);
+	const char *err = capture_end();
+	ck_assert_int_eq(rc, CUDA_ERROR_INVALID_HANDLE);
+	ck_assert_msg(strstr(err, "ctxguard: redirect impossible: kernel ") &&
+		      strstr(err, impossible[_i].reason) &&
+		      strstr(err, "falling back to error (redirect_fallback)"), "%s", err);
+	/* Then the usual report, and the message for the framework. */
+	ck_assert_msg(strstr(err, "ctxguard: cross-context launch refused"), "%s", err);
+	const char *s = NULL;
+	cuGetErrorString(rc, &s);
+	ck_assert_ptr_nonnull(s);
+	ck_assert_ptr_nonnull(strstr(s, cg_deepgemm_message));
+}
+END_TEST
+
+START_TEST(impossible_redirect_aborts_by_default)
+{
+	launch_gemm(accum, ctx[0], stream[0], &tb);
+}
+END_TEST
+
+/* 16 threads, each redirecting the helper back and forth between the two
+ * devices (and the GEMM, when built), sharing pools and streams. */
+enum { THREADS = 16, ROUNDS = 50 };
+
+static void *redirecting(void *arg)
+{
+	long t = (long)arg;
+	int from = t % 2, gemm_too = bundled_built();
+	CUdeviceptr in = from ? b0 : a, out = from ? b0 : d;
+	for (int r = 0; r < ROUNDS; r++) {
+		if (launch_helper(ctx[from], stream[from], in, out) != CUDA_SUCCESS)
+			return (void *)1;
+		if (gemm_too && !from && launch_gemm(gemm, ctx[0], stream[0], &tb) != CUDA_SUCCESS)
+			return (void *)2;
+	}
+	return NULL;
+}
+
+START_TEST(threads_redirect_on_two_devices)
+{
+	pthread_t th[THREADS];
+	fake_reset();
+	capture_start();
+	for (long t = 0; t < THREADS; t++)
+		ck_assert_int_eq(pthread_create(&th[t], NULL, redirecting, (void *)t), 0);
+	for (int t = 0; t < THREADS; t++) {
+		void *r;
+		pthread_join(th[t], &r);
+		ck_assert_ptr_null(r);
+	}
+	capture_end();
+	struct fake_stats st;
+	fake_get_stats(&st);
+	ck_assert_uint_eq(st.silent_cross, 0);
+	ck_assert_uint_ge(st.launches_on[1], THREADS / 2 * ROUNDS);
+	ck_assert_uint_ge(st.launches_on[0], THREADS / 2 * ROUNDS);
+}
+END_TEST
+
+/* Every redirect is a log record; the summary counts them. */
+START_TEST(log_record_and_summary)
+{
+	char log[] = "/tmp/ctxguard-redirect-XXXXXX";
+	int fd = mkstemp(log);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	setenv("CTXGUARD_LOG", log, 1);
+	unsetenv("CTXGUARD_QUIET");
+	char errfile[] = "/tmp/ctxguard-redirect-err-XXXXXX";
+	int efd = mkstemp(errfile);
+	pid_t pid = fork();
+	if (pid == 0) {
+		dup2(efd, 2);
+		setup_mode("abort");
+		for (int i = 0; i < 3; i++)
+			if (launch_helper(ctx[0], stream[0], a, d) != CUDA_SUCCESS)
+				_exit(3);
+		exit(0);
+	}
+	int status;
+	waitpid(pid, &status, 0);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	char text[65536];
+	FILE *f = fopen(log, "r");
+	size_t n = fread(text, 1, sizeof text - 1, f);
+	text[n] = 0;
+	fclose(f);
+	int records = 0;
+	for (const char *p = text; (p = strstr(p, "\"action\":\"redirect\"")); p++)
+		records++;
+	ck_assert_int_eq(records, 3);
+	ck_assert_ptr_nonnull(strstr(text, "\"redirect_dev\":1,\"redirect_via\":\"re-homed\""));
+	ck_assert_ptr_nonnull(strstr(text, "\"redirect\":3,"));
+	f = fdopen(efd, "r");
+	rewind(f);
+	n = fread(text, 1, sizeof text - 1, f);
+	text[n] = 0;
+	fclose(f);
+	ck_assert_msg(strstr(text, "redirect 3)"), "%s", text);
+	unlink(log);
+	unlink(errfile);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("redirect");
+	TCase *t = tcase_create("redirect");
+	tcase_set_timeout(t, 120);
+	tcase_add_checked_fixture(t, setup_abort, NULL);
+	tcase_add_test(t, helper_is_rehomed_with_its_attributes);
+	tcase_add_test(t, library_function_is_rehomed);
+	tcase_add_test(t, destroyed_stream_is_dropped);
+	tcase_add_test_raise_signal(t, impossible_redirect_aborts_by_default, SIGABRT);
+	suite_add_tcase(s, t);
+	/* The GEMM cases fall back to error where the kernels are not built. */
+	TCase *e = tcase_create("fallback error");
+	tcase_set_timeout(e, 120);
+	tcase_add_checked_fixture(e, setup_error, NULL);
+	tcase_add_test(e, silent_crossing_runs_bundled_on_the_operands_device);
+	tcase_add_test(e, handle_crossing_runs_on_the_launch_stream);
+	tcase_add_test(e, normal_gemm_runs_as_one_group);
+	tcase_add_test(e, threads_redirect_on_two_devices);
+	tcase_add_loop_test(e, each_impossible_redirect_falls_back_to_error, 0,
+			    sizeof impossible / sizeof impossible[0]);
+	suite_add_tcase(s, e);
+	TCase *l = tcase_create("log");
+	tcase_add_test(l, log_record_and_summary);
+	suite_add_tcase(s, l);
+	return run_suite(s);
+}
