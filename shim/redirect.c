@@ -61,8 +61,8 @@ static const struct {
 } bundled[CG_NLAYOUTS] = {
 	[CG_LAYOUT_NORMAL] = {"cg_gmm_contiguous", run_normal, NULL},
 	[CG_LAYOUT_CONTIGUOUS] = {"cg_gmm_contiguous", cg_gmm_contiguous, NULL},
-	[CG_LAYOUT_PSUM] = {"cg_gmm_psum", NULL, "bundled kernels lack the psum/masked layout"},
-	[CG_LAYOUT_MASKED] = {"cg_gmm_masked", NULL, "bundled kernels lack the psum/masked layout"},
+	[CG_LAYOUT_PSUM] = {"cg_gmm_psum", cg_gmm_psum, NULL},
+	[CG_LAYOUT_MASKED] = {"cg_gmm_masked", cg_gmm_masked, NULL},
 };
 
 /* What a redirect will do, decided before any driver call that enqueues. */
