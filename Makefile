@@ -19,6 +19,8 @@ LTO     ?= -flto=auto
 
 CFLAGS  = -std=c11 -D_GNU_SOURCE $(OPT) $(LTO) -g -fPIC -fvisibility=hidden -Wall -Wextra -Werror \
           -I$(CUDA)/include $(SAN)
+# The one place the version is written; the log records carry it.
+CFLAGS += -DCTXGUARD_VERSION='"$(VERSION)"'
 LDFLAGS_SAN = $(SAN)
 
 POLICY_SRC := $(wildcard policy/*.c)

@@ -173,6 +173,7 @@ static const struct setting {
 	 offsetof(struct cg_policy, exit_code)},
 	{"quiet", "CTXGUARD_QUIET", V_BOOL, offsetof(struct cg_policy, quiet)},
 	{"log", "CTXGUARD_LOG", V_PATH, offsetof(struct cg_policy, log_path)},
+	{"metrics", "CTXGUARD_METRICS", V_PATH, offsetof(struct cg_policy, metrics_path)},
 	/* File only: the built-in rules are dropped only by a file that
 	 * brings rules of its own. */
 	{"defaults", NULL, V_BOOL, offsetof(struct cg_policy, defaults)},
@@ -579,6 +580,7 @@ void cg_policy_free(struct cg_policy *p)
 		rule_free(&p->rules[i]);
 	free(p->rules);
 	free(p->log_path);
+	free(p->metrics_path);
 	free(p->source);
 	for (size_t i = 0; i < p->nerrors; i++)
 		free(p->errors[i]);

@@ -1022,8 +1022,13 @@ END_TEST
 
 /* ---- the report ------------------------------------------------------- */
 
+static struct cg_operand sample_ops[2];
+
 static struct cg_crossing sample_crossing(char kind, int action, int rule)
 {
+	sample_ops[0] = (struct cg_operand){4, 1, 0x7f1200000000ULL, "tensor map 4096x7168 bf16",
+					    "GPU-5a6b7c8d-0000-1111-2222-333344445555"};
+	sample_ops[1] = (struct cg_operand){5, 1, 0x7f1300000000ULL, NULL, NULL};
 	struct cg_crossing c = {
 		.kind = kind,
 		.api = "cuLaunchKernelEx",
@@ -1041,10 +1046,12 @@ static struct cg_crossing sample_crossing(char kind, int action, int rule)
 		.action = action,
 		.pid = 4242,
 		.tid = 4243,
-		.param = 4,
-		.addr = 0x7f1200000000ULL,
-		.addr_dev = 1,
-		.operand = "tensor map 4096x7168 bf16",
+		.owner_pci = "0000:18:00.0",
+		.owner_uuid = "GPU-00000000-1111-2222-3333-444444444444",
+		.launch_pci = "0000:19:00.0",
+		.launch_uuid = "GPU-5a6b7c8d-0000-1111-2222-333344445555",
+		.operands = kind == 'b' ? sample_ops : NULL,
+		.noperands = kind == 'b',
 	};
 	return c;
 }
@@ -1108,8 +1115,8 @@ START_TEST(test_report_operand)
 	struct cg_crossing c = sample_crossing('b', CG_ACT_ERROR, -1);
 	c.demangled = NULL;
 	c.owner_dev = -1;
-	c.addr_dev = -1;
-	c.operand = NULL;
+	struct cg_operand unknown = {4, -1, 0x7f1200000000ULL, NULL, NULL};
+	c.operands = &unknown;
 	c.origin = NULL;
 	char *r = report(&p, &c);
 
@@ -1143,6 +1150,16 @@ START_TEST(test_report_operand)
 	assert_has(r, " via an unknown call, stream 0x7f00aa\n");
 	assert_has(r, "(tensor map 4096x7168 bf16)\n");
 	ck_assert_ptr_null(strstr(r, "CTXGUARD_MODE=warn"));
+	free(r);
+
+	/* one report for the launch, a line per operand that crosses */
+	c.noperands = 2;
+	r = report(&p, &c);
+	assert_has(r, "\nctxguard: cross-context launch allowed (warn): 2"
+		   " operands live on another device\n");
+	assert_has(r, "\nctxguard: operand: parameter 4 = 0x7f1200000000 on device 1"
+		   " (tensor map 4096x7168 bf16)\nctxguard: operand: parameter 5 ="
+		   " 0x7f1300000000 on device 1 (pointer)\n");
 	free(r);
 
 	/* a rule without message or fix of its own, and no policy at all */
@@ -1405,10 +1422,14 @@ START_TEST(test_json_fields)
 	assert_has(j, ",\"owner_ctx\":\"0x5555c0de\",\"owner_dev\":0,");
 	assert_has(j, ",\"launch_ctx\":\"0x5555beef\",\"launch_dev\":1,");
 	assert_has(j, ",\"stream\":\"0x7f00aa\",");
-	assert_has(j, ",\"rule\":\"deepgemm\",");
-	assert_has(j, ",\"pid\":4242,\"tid\":4243}");
-	ck_assert_ptr_null(strstr(j, "\"param\""));
-	ck_assert_ptr_null(strstr(j, "\"operand\""));
+	assert_has(j, ",\"owner_dev\":0,\"owner_pci\":\"0000:18:00.0\",\"owner_uuid\":"
+		   "\"GPU-00000000-1111-2222-3333-444444444444\",");
+	assert_has(j, ",\"launch_dev\":1,\"launch_pci\":\"0000:19:00.0\",\"launch_uuid\":"
+		   "\"GPU-5a6b7c8d-0000-1111-2222-333344445555\",");
+	assert_has(j, ",\"rule\":\"deepgemm\"}");
+	/* the log writer adds the process's own fields */
+	ck_assert_ptr_null(strstr(j, "\"pid\""));
+	ck_assert_ptr_null(strstr(j, "\"operands\""));
 	free(j);
 
 	c = sample_crossing('b', CG_ACT_WARN, -1);
@@ -1417,7 +1438,8 @@ START_TEST(test_json_fields)
 	c.owner_dev = -1;
 	c.stream = NULL;
 	c.kernel = "k\"\\\n\x01\xff";
-	c.operand = "tensor \"map\"";
+	c.owner_uuid = NULL;
+	sample_ops[0].shape = "tensor \"map\"";
 	j = json(&p, &c);
 	assert_has(j, ",\"kind\":\"b\",\"action\":\"warn\",");
 	assert_has(j, ",\"kernel\":\"k\\\"\\\\\\n\\u0001\\ufffd\",");
@@ -1425,11 +1447,21 @@ START_TEST(test_json_fields)
 	assert_has(j, ",\"owner_dev\":-1,");
 	assert_has(j, ",\"stream\":\"0x0\",");
 	assert_has(j, ",\"rule\":null,");
-	assert_has(j, ",\"param\":4,\"addr\":\"0x7f1200000000\",\"addr_dev\":1,"
-		   "\"operand\":\"tensor \\\"map\\\"\"}");
+	assert_has(j, ",\"owner_uuid\":null,");
+	assert_has(j, ",\"noperands\":1,\"operands\":[{\"param\":4,\"addr\":\"0x7f1200000000\","
+		   "\"addr_dev\":1,\"addr_uuid\":\"GPU-5a6b7c8d-0000-1111-2222-333344445555\","
+		   "\"operand\":\"tensor \\\"map\\\"\"}]}");
 	free(j);
 
-	c.operand = NULL;
+	/* one launch, every operand that crosses */
+	c.noperands = 2;
+	j = json(&p, &c);
+	assert_has(j, ",\"noperands\":2,\"operands\":[{\"param\":4,");
+	assert_has(j, "\"},{\"param\":5,\"addr\":\"0x7f1300000000\",\"addr_dev\":1,"
+		   "\"addr_uuid\":null,\"operand\":\"pointer\"}]}");
+	free(j);
+
+	c.noperands = 0;
 	c.kind = 0;
 	j = json(NULL, &c);
 	assert_has(j, ",\"kind\":\"\",");
