@@ -1521,6 +1521,9 @@ static Suite *policy_suite(void)
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("messages");
+	/* the truncation checks are quadratic in the text's length: slow
+	 * under the sanitizers */
+	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_messages);
 	tcase_add_test(tc, test_report_owner);
 	tcase_add_test(tc, test_report_operand);
