@@ -372,6 +372,33 @@ START_TEST(silent_unless_something_happened)
 }
 END_TEST
 
+/* The command's --log (with %h and %r) and --metrics reach the program. */
+START_TEST(command_log_and_metrics_flags)
+{
+	char prog[4096], log[160], metrics[160], host[256], path[600];
+	snprintf(prog, sizeof prog, "%s/tests/progs/scenario", build_dir());
+	snprintf(log, sizeof log, "/tmp/ctxguard-fleet-%d.%%h.%%r.jsonl", (int)getpid());
+	snprintf(metrics, sizeof metrics, "/tmp/ctxguard-fleet-%d.%%r.prom", (int)getpid());
+	const char *argv[] = {"ctxguard", "--mode", "warn", "--log", log, "--metrics", metrics,
+			      "--", prog, "dlsym", "data", "launch", "cross", NULL};
+	const char *env[] = {preload_without_shim(), "RANK=1", NULL};
+	struct run r;
+	spawn(&r, env, argv);
+	ck_assert_msg(WIFEXITED(r.status), "status %#x\n%s", r.status, r.err);
+	gethostname(host, sizeof host);
+	snprintf(path, sizeof path, "/tmp/ctxguard-fleet-%d.%s.1.jsonl", (int)getpid(), host);
+	char *text = slurp(path);
+	unlink(path);
+	char *rec = record(text, "crossing");
+	assert_has(rec, ",\"rank\":\"1\",");
+	free(rec);
+	snprintf(path, sizeof path, "/tmp/ctxguard-fleet-%d.1.prom", (int)getpid());
+	text = slurp(path);
+	unlink(path);
+	assert_has(text, "action=\"warn\"} 1\n");
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("fleet");
@@ -384,6 +411,7 @@ int main(void)
 	tcase_add_test(t, metrics_file_at_exit);
 	tcase_add_test(t, fork_child_reads_its_identity);
 	tcase_add_test(t, silent_unless_something_happened);
+	tcase_add_test(t, command_log_and_metrics_flags);
 	suite_add_tcase(s, t);
 	return run_suite(s);
 }
