@@ -73,6 +73,7 @@ static void assert_default_settings(const struct cg_policy *p)
 	ck_assert_int_eq(p->quiet, 0);
 	ck_assert_int_eq(p->defaults, 1);
 	ck_assert_ptr_null(p->log_path);
+	ck_assert_ptr_null(p->metrics_path);
 }
 
 static int rule_index(const struct cg_policy *p, const char *name)
@@ -220,6 +221,7 @@ START_TEST(test_every_key)
 		"exit_code = 17\n"
 		"quiet = yes\n"
 		"log = /var/log/ctx-%p.jsonl\n"
+		"metrics = /var/lib/textfile/ctx-%h.prom\n"
 		"defaults = false\r\n"
 		"[rule mine]\n"
 		"kernel = my_kernel#1\n"
@@ -235,12 +237,13 @@ START_TEST(test_every_key)
 	ck_assert_int_eq(p.exit_code, 17);
 	ck_assert_int_eq(p.quiet, 1);
 	ck_assert_str_eq(p.log_path, "/var/log/ctx-%p.jsonl");
+	ck_assert_str_eq(p.metrics_path, "/var/lib/textfile/ctx-%h.prom");
 	ck_assert_int_eq(p.defaults, 0);
 	ck_assert_uint_eq(p.nrules, 1);
 
 	const struct cg_rule *r = &p.rules[0];
 	ck_assert_str_eq(r->name, "mine");
-	ck_assert_str_eq(r->where, ORIGIN ":12");
+	ck_assert_str_eq(r->where, ORIGIN ":13");
 	ck_assert_int_eq(r->action, CG_ACT_ERROR);
 	ck_assert_str_eq(r->message, "Something = went wrong");
 	ck_assert_str_eq(r->fix, "do the right thing");
@@ -291,7 +294,7 @@ START_TEST(test_env_good)
 		"CTXGUARD_SCOPE=all", "CTXGUARD_OPERANDS=off",
 		"CTXGUARD_ERROR_CODE=CUDA_ERROR_INVALID_CONTEXT",
 		"CTXGUARD_EXIT_CODE=3", "CTXGUARD_QUIET=1",
-		"CTXGUARD_LOG=/tmp/ctxguard-%p.jsonl",
+		"CTXGUARD_LOG=syslog", "CTXGUARD_METRICS=/tmp/ctxguard-%r.prom",
 		"CTXGUARD_MODEX=error",       /* not a prefix match */
 		"XCTXGUARD_SCOPE=experts", NULL,
 	};
@@ -305,7 +308,8 @@ START_TEST(test_env_good)
 	ck_assert_int_eq(p.error_code, 201);
 	ck_assert_int_eq(p.exit_code, 3);
 	ck_assert_int_eq(p.quiet, 1);
-	ck_assert_str_eq(p.log_path, "/tmp/ctxguard-%p.jsonl");
+	ck_assert_str_eq(p.log_path, "syslog");
+	ck_assert_str_eq(p.metrics_path, "/tmp/ctxguard-%r.prom");
 	ck_assert_str_eq(p.source, "built-in");
 	cg_policy_free(&p);
 
