@@ -19,11 +19,14 @@ static inline int operand_address(const struct cg_layout *l, unsigned p, void **
 	return cg_tmap_address(*bytes, a);
 }
 
+/* A report lists a launch's first 16: kernels take a handful of pointer
+ * and tensor-map parameters. */
+enum { MAX_OPERANDS = 16, SHAPE = 128 };
+
 /* Off the fast path: operand `first` is on another device than dev.  One
  * launch is one crossing, whatever number of its operands cross: collect
  * them all into one report.  A tensor map counts only if ctxguard saw it
  * encoded with that address; its record gives the shape for the report. */
-enum { MAX_OPERANDS = 16, SHAPE = 128 };   /* DeepGEMM's kernels have at most 6 */
 static __attribute__((noinline, cold)) CUresult
 crossing(const char *api, const struct cg_fn *fn, CUcontext ctx, int dev, CUstream stream,
 	 const struct cg_layout *l, unsigned first, void **params, const unsigned char *buf)

@@ -114,11 +114,6 @@ static void open_log(void)
 			  strerror(errno));
 }
 
-static long gettid_(void)
-{
-	return syscall(SYS_gettid);
-}
-
 /* One write per line, so lines of concurrent threads never interleave:
  * {"event":"X" + ,"time":..,"tid":.. + the identity + the rest + \n. */
 void cg_log_record(const char *json, int syslog_prio)
@@ -127,7 +122,8 @@ void cg_log_record(const char *json, int syslog_prio)
 		open_log();
 	if (log_fd == LOG_NONE || (log_fd == LOG_SYSLOG && syslog_prio < 0))
 		return;
-	/* After {"event":" comes the name, then its closing quote. */
+	/* Every record starts with its event (cg_format_json, cg_log_event):
+	 * after {"event":" come the name and its closing quote. */
 	const char *q = strncmp(json, "{\"event\":\"", 10) == 0 ? strchr(json + 10, '"') : NULL;
 	size_t head = q ? (size_t)(q + 1 - json) : 1;
 	struct timespec ts;
@@ -136,7 +132,7 @@ void cg_log_record(const char *json, int syslog_prio)
 	gmtime_r(&ts.tv_sec, &tm);
 	char when[96];
 	size_t w = strftime(when, sizeof when, ",\"time\":\"%Y-%m-%dT%H:%M:%S", &tm);
-	snprintf(when + w, sizeof when - w, ".%06ldZ\",\"tid\":%ld", ts.tv_nsec / 1000, gettid_());
+	snprintf(when + w, sizeof when - w, ".%06ldZ\",\"tid\":%ld", ts.tv_nsec / 1000, (long)syscall(SYS_gettid));
 	const char *who = cg_identity_json();
 	struct iovec v[5] = {{(void *)json, head}, {when, strlen(when)},
 			     {(void *)who, strlen(who)},
