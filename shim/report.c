@@ -89,6 +89,12 @@ void cg_stderr(const char *fmt, ...)
 		write_all(2, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
 }
 
+/* "1 crossing", "2 crossings" */
+static const char *plural(unsigned long n, const char *one, const char *many)
+{
+	return n == 1 ? one : many;
+}
+
 /* %p, %h and %r in the path give each process, host and rank its own
  * file; "syslog[:SOCKET]" sends crossings to syslog instead. */
 static void open_log(void)
@@ -199,8 +205,8 @@ void cg_report_start(void)
 		cg_log_event("config_error", "\"message\":\"%s\"", esc);
 	}
 	if (cg_policy->errors_dropped)
-		cg_stderr("ctxguard: ... and %zu more configuration problems\n",
-			  cg_policy->errors_dropped);
+		cg_stderr("ctxguard: ... and %zu more configuration %s\n", cg_policy->errors_dropped,
+			  plural(cg_policy->errors_dropped, "problem", "problems"));
 	char src[1024];
 	cg_json_escape(src, sizeof src, cg_policy->source ? cg_policy->source : "built-in");
 	cg_log_event("start", "\"policy\":\"%s\",\"mode\":\"%s\",\"scope\":\"%s\",\"rules\":%zu",
@@ -213,12 +219,6 @@ const struct cg_counter_info cg_counters[CG_NCOUNTERS] = {
 	CG_COUNTERS(X)
 #undef X
 };
-
-/* "1 crossing", "2 crossings" */
-static const char *plural(unsigned long n, const char *one, const char *many)
-{
-	return n == 1 ? one : many;
-}
 
 /* The counters as JSON members, a group as one object where its first
  * member stands: "launches":3,"crossings":{"abort":0,...},... */
