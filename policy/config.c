@@ -200,6 +200,7 @@ static const struct setting {
 	{"redirect", "CTXGUARD_REDIRECT", V_REDIRECT, offsetof(struct cg_policy, redirect)},
 	{"redirect_fallback", "CTXGUARD_REDIRECT_FALLBACK", V_FALLBACK,
 	 offsetof(struct cg_policy, redirect_fallback)},
+	{"metrics", "CTXGUARD_METRICS", V_PATH, offsetof(struct cg_policy, metrics_path)},
 	/* File only: the built-in rules are dropped only by a file that
 	 * brings rules of its own. */
 	{"defaults", NULL, V_BOOL, offsetof(struct cg_policy, defaults)},
@@ -608,6 +609,7 @@ void cg_policy_free(struct cg_policy *p)
 		rule_free(&p->rules[i]);
 	free(p->rules);
 	free(p->log_path);
+	free(p->metrics_path);
 	free(p->source);
 	for (size_t i = 0; i < p->nerrors; i++)
 		free(p->errors[i]);

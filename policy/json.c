@@ -116,17 +116,28 @@ size_t cg_format_json(char *buf, size_t n, const struct cg_policy *p,
 	put_pointer(&o, "function", (uintptr_t)c->function);
 	put_pointer(&o, "owner_ctx", (uintptr_t)c->owner_ctx);
 	put_int(&o, "owner_dev", c->owner_dev);
+	put_string(&o, "owner_pci", c->owner_pci);
+	put_string(&o, "owner_uuid", c->owner_uuid);
 	put_pointer(&o, "launch_ctx", (uintptr_t)c->launch_ctx);
 	put_int(&o, "launch_dev", c->launch_dev);
+	put_string(&o, "launch_pci", c->launch_pci);
+	put_string(&o, "launch_uuid", c->launch_uuid);
 	put_pointer(&o, "stream", (uintptr_t)c->stream);
 	put_string(&o, "rule", rule);
-	put_int(&o, "pid", c->pid);
-	put_int(&o, "tid", c->tid);
 	if (c->kind == 'b') {
-		put_int(&o, "param", c->param);
-		cg_out_printf(&o, ",\"addr\":\"0x%llx\"", c->addr);
-		put_int(&o, "addr_dev", c->addr_dev);
-		put_string(&o, "operand", c->operand ? c->operand : "pointer");
+		put_int(&o, "noperands", (long)c->noperands);
+		cg_out_puts(&o, ",\"operands\":[");
+		for (size_t i = 0; i < c->noperands; i++) {
+			const struct cg_operand *op = &c->operands[i];
+			/* put_* lead with a comma: the object's first key does not */
+			cg_out_printf(&o, "%s{\"param\":%d", i ? "," : "", op->param);
+			cg_out_printf(&o, ",\"addr\":\"0x%llx\"", op->addr);
+			put_int(&o, "addr_dev", op->dev);
+			put_string(&o, "addr_uuid", op->uuid);
+			put_string(&o, "operand", op->shape ? op->shape : "pointer");
+			cg_out_putc(&o, '}');
+		}
+		cg_out_putc(&o, ']');
 	}
 	if (c->action == CG_ACT_REDIRECT) {
 		put_int(&o, "redirect_dev", c->redirect_dev);

@@ -78,8 +78,12 @@ static void put_verdict(struct cg_out *o, const struct cg_policy *p,
 		cg_out_printf(o, "allowed (%s)", cg_action_name(c->action));
 		break;
 	}
-	cg_out_puts(o, c->kind == 'b' ? ": an operand lives on another device\n"
-		    : ": the function belongs to another context\n");
+	if (c->kind != 'b')
+		cg_out_puts(o, ": the function belongs to another context\n");
+	else if (c->noperands > 1)
+		cg_out_printf(o, ": %zu operands live on another device\n", c->noperands);
+	else
+		cg_out_puts(o, ": an operand lives on another device\n");
 }
 
 size_t cg_format_report(char *buf, size_t n, const struct cg_policy *p,
@@ -112,12 +116,12 @@ size_t cg_format_report(char *buf, size_t n, const struct cg_policy *p,
 		      c->api ? c->api : "an unknown call",
 		      (uintptr_t)c->stream);
 
-	if (c->kind == 'b') {
+	for (size_t i = 0; c->kind == 'b' && i < c->noperands; i++) {
+		const struct cg_operand *op = &c->operands[i];
 		cg_out_printf(&o, "ctxguard: operand: parameter %d = 0x%llx on ",
-			      c->param, c->addr);
-		put_device(&o, c->addr_dev);
-		cg_out_printf(&o, " (%s)\n",
-			      c->operand ? c->operand : "pointer");
+			      op->param, op->addr);
+		put_device(&o, op->dev);
+		cg_out_printf(&o, " (%s)\n", op->shape ? op->shape : "pointer");
 	}
 
 	if (r)

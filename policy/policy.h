@@ -42,7 +42,9 @@ struct cg_policy {
 	int redirect;              /* enum cg_redirect (bundled) */
 	int redirect_fallback;     /* abort (default) or error: redirect impossible */
 	int defaults;              /* 1: built-in rules kept after the file's */
-	char *log_path;            /* JSON-lines log; "%p" becomes the pid; NULL: none */
+	char *log_path;            /* JSON-lines log (%p pid, %h host, %r rank), or
+				    * "syslog[:SOCKET]"; NULL: none */
+	char *metrics_path;        /* Prometheus text file written at exit; NULL: none */
 	char *source;              /* where the policy came from, for the log */
 	size_t nrules;
 	struct cg_rule *rules;
@@ -101,6 +103,15 @@ int cg_cuda_error_parse(const char *s);
  * in-memory module image, and what "image =" lines match. */
 void cg_fnv1a64_hex(const void *data, size_t len, char out[25]);
 
+/* An operand of a launch that lives on another device. */
+struct cg_operand {
+	int param;                 /* parameter index */
+	int dev;                   /* device holding it, -1 unknown */
+	unsigned long long addr;
+	const char *shape;         /* "pointer" (NULL) or a tensor map's shape */
+	const char *uuid;          /* dev's UUID, NULL: unknown */
+};
+
 /* A crossing, as the shim saw it; formatting is pure. */
 struct cg_crossing {
 	char kind;                 /* 'a': owner context, 'b': operand */
@@ -118,11 +129,11 @@ struct cg_crossing {
 	int rule;                  /* -1: none (scope all) */
 	int action;
 	long pid, tid;
-	/* kind 'b' */
-	int param;                 /* parameter index */
-	unsigned long long addr;   /* operand address */
-	int addr_dev;
-	const char *operand;       /* "pointer" or a tensor map's shape */
+	/* The devices as a fleet names them (PCI bus id, UUID); NULL: unknown. */
+	const char *owner_pci, *owner_uuid, *launch_pci, *launch_uuid;
+	/* kind 'b': every operand of the launch on another device */
+	const struct cg_operand *operands;
+	size_t noperands;
 	/* action redirect */
 	int redirect_dev;          /* where the work ran */
 	const char *redirect_via;  /* bundled entry point, or "re-homed" */
@@ -138,7 +149,8 @@ size_t cg_format_report(char *buf, size_t n, const struct cg_policy *p,
 			const struct cg_crossing *c);
 
 /* One JSON object (no newline) describing the crossing, for the log;
- * NULL strings become null, pointers "0x..." strings.  Like snprintf. */
+ * NULL strings become null, pointers "0x..." strings.  Like snprintf.
+ * Starts with "event"; the log writer adds time, host, pid, tid and job. */
 size_t cg_format_json(char *buf, size_t n, const struct cg_policy *p,
 		      const struct cg_crossing *c);
 

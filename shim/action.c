@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <syslog.h>
 #include <unistd.h>
 
 #include "redirect.h"
@@ -57,8 +58,13 @@ void cg_crossing_init(struct cg_crossing *c, char kind, const char *api, const s
 		.launch_dev = launch_dev,
 		.stream = stream,
 		.rule = fn->rule,
-		.param = -1,
 	};
+	cg_device_learn(fn->dev);
+	cg_device_learn(launch_dev);
+	c->owner_pci = cg_device_pci(fn->dev);
+	c->owner_uuid = cg_device_uuid(fn->dev);
+	c->launch_pci = cg_device_pci(launch_dev);
+	c->launch_uuid = cg_device_uuid(launch_dev);
 }
 
 /* Redirect is carried out by the launch hook, which has the whole launch. */
@@ -94,7 +100,7 @@ CUresult cg_act_as(struct cg_crossing *c, const struct cg_fn *fn, int action)
 		char *buf = malloc(JSON + REPORT);
 		if (buf) {
 			cg_format_json(buf, JSON, cg_policy, c);
-			cg_log_line(buf);
+			cg_log_record(buf, action == CG_ACT_WARN ? LOG_WARNING : LOG_ERR);
 			cg_format_report(buf + JSON, REPORT, cg_policy, c);
 			cg_write_stderr(buf + JSON);
 			free(buf);
@@ -116,9 +122,10 @@ CUresult cg_act_as(struct cg_crossing *c, const struct cg_fn *fn, int action)
 		if (c->kind == 'b')
 			snprintf(text, TEXT,
 				 "%s [ctxguard: %s refused: kernel %s launched on device %d "
-				 "with parameter %d on device %d]",
+				 "with parameter %d on device %d%s]",
 				 cg_crossing_message(cg_policy, c->rule), c->api, c->kernel,
-				 c->launch_dev, c->param, c->addr_dev);
+				 c->launch_dev, c->operands[0].param, c->operands[0].dev,
+				 c->noperands > 1 ? " and more operands on other devices" : "");
 		else
 			snprintf(text, TEXT,
 				 "%s [ctxguard: %s refused: kernel %s belongs to device %d, "

@@ -26,7 +26,8 @@ static const char usage[] =
 	"  --scope experts|all          check expert kernels only, or every kernel (CTXGUARD_SCOPE)\n"
 	"  --operands on|off            check pointer and tensor-map operands (CTXGUARD_OPERANDS)\n"
 	"  --policy FILE                policy file (CTXGUARD_POLICY; default /etc/ctxguard/policy.conf)\n"
-	"  --log FILE                   JSON-lines event log, %p = pid (CTXGUARD_LOG)\n"
+	"  --log FILE|syslog            JSON-lines event log, %p pid, %h host, %r rank (CTXGUARD_LOG)\n"
+	"  --metrics FILE               Prometheus counters written at exit (CTXGUARD_METRICS)\n"
 	"  --error-exitcode N           exit with N when a crossing was reported (CTXGUARD_EXIT_CODE)\n"
 	"  --quiet                      no per-process summary line (CTXGUARD_QUIET=1)\n"
 	"  --library PATH               libctxguard.so to preload (CTXGUARD_LIBRARY)\n";
@@ -119,6 +120,8 @@ int main(int argc, char **argv)
 			setenv_checked("CTXGUARD_POLICY", val);
 		} else if (strcmp(a, "--log") == 0) {
 			setenv_checked("CTXGUARD_LOG", val);
+		} else if (strcmp(a, "--metrics") == 0) {
+			setenv_checked("CTXGUARD_METRICS", val);
 		} else if (strcmp(a, "--error-exitcode") == 0) {
 			char *end;
 			long n = strtol(val, &end, 10);

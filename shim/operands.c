@@ -6,26 +6,60 @@
 
 #include "shim.h"
 
-/* Off the fast path: an operand on device d != dev.  A tensor map counts
- * only if ctxguard saw it encoded with that address; its record gives the
- * shape for the report. */
+/* The address operand p of a launch holds, if it is one (a tensor map's is
+ * unconfirmed: see cg_tmap_address). */
+static inline int operand_address(const struct cg_layout *l, unsigned p, void **params,
+				  const unsigned char *buf, const void **bytes, uintptr_t *a)
+{
+	*bytes = params ? params[l->p[p].index] : buf + l->p[p].offset;
+	if (l->p[p].kind == CG_P_PTR) {
+		memcpy(a, *bytes, sizeof *a);
+		return 1;
+	}
+	return cg_tmap_address(*bytes, a);
+}
+
+/* A report lists a launch's first 16: kernels take a handful of pointer
+ * and tensor-map parameters. */
+enum { MAX_OPERANDS = 16, SHAPE = 128 };
+
+/* Off the fast path: operand `first` is on another device than dev.  One
+ * launch is one crossing, whatever number of its operands cross: collect
+ * them all into one report.  A tensor map counts only if ctxguard saw it
+ * encoded with that address; its record gives the shape for the report. */
 static __attribute__((noinline, cold)) CUresult
 crossing(const char *api, const struct cg_fn *fn, CUcontext ctx, int dev, CUstream stream,
-	 unsigned param, unsigned kind, const void *bytes, uintptr_t addr, int d)
+	 const struct cg_layout *l, unsigned first, void **params, const unsigned char *buf)
 {
-	char shape[256] = "pointer";
-	if (kind == CG_P_TMAP) {
-		struct cg_tmap t;
-		if (!cg_tmap_find(bytes, &t) || t.addr != addr)
-			return CUDA_SUCCESS;
-		cg_tmap_describe(&t, shape, sizeof shape);
+	struct cg_operand ops[MAX_OPERANDS];
+	char shapes[MAX_OPERANDS][SHAPE];
+	size_t n = 0;
+	for (unsigned p = first; p < l->n && n < MAX_OPERANDS; p++) {
+		const void *bytes;
+		uintptr_t a;
+		if (!operand_address(l, p, params, buf, &bytes, &a))
+			continue;
+		int d = cg_mem_device(a, stream);
+		if (d < 0 || d == dev)
+			continue;
+		const char *shape = NULL;
+		if (l->p[p].kind == CG_P_TMAP) {
+			struct cg_tmap t;
+			if (!cg_tmap_find(bytes, &t) || t.addr != a)
+				continue;
+			cg_tmap_describe(&t, shapes[n], SHAPE);
+			shape = shapes[n];
+		}
+		cg_device_learn(d);
+		ops[n++] = (struct cg_operand){.param = l->p[p].index, .dev = d, .addr = a,
+					       .shape = shape, .uuid = cg_device_uuid(d)};
 	}
+	if (!n)
+		return CUDA_SUCCESS;
 	struct cg_crossing c;
 	cg_crossing_init(&c, 'b', api, fn, ctx, dev, stream);
-	c.param = (int)param;
-	c.addr = addr;
-	c.addr_dev = d;
-	c.operand = shape;
+	c.operands = ops;
+	c.noperands = n;
 	return cg_act(&c, fn);
 }
 
@@ -51,19 +85,14 @@ CUresult cg_check_operands(const char *api, const struct cg_fn *fn, CUcontext ct
 	if (dev < 0)
 		return CUDA_SUCCESS;
 	for (unsigned p = 0; p < l->n; p++) {
-		const void *bytes = params ? params[l->p[p].index] : buf + l->p[p].offset;
+		const void *bytes;
 		uintptr_t a;
-		if (l->p[p].kind == CG_P_PTR)
-			memcpy(&a, bytes, sizeof a);
-		else if (!cg_tmap_address(bytes, &a))
+		if (!operand_address(l, p, params, buf, &bytes, &a))
 			continue;
 		int d = cg_mem_device(a, stream);
 		if (CG_LIKELY(d < 0 || d == dev))
 			continue;
-		CUresult rc = crossing(api, fn, ctx, dev, stream, l->p[p].index, l->p[p].kind, bytes,
-				       a, d);
-		if (rc != CUDA_SUCCESS)
-			return rc;
+		return crossing(api, fn, ctx, dev, stream, l, p, params, buf);
 	}
 	return CUDA_SUCCESS;
 }

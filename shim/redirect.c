@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <syslog.h>
 
 #include "decode.h"
 #include "redirect.h"
@@ -24,22 +25,30 @@
 /* Streams a redirect orders itself with, at most: the copy is on the stack. */
 enum { MAX_KNOWN = 512, MAX_DEVICES = 64 };
 
-/* The crossing cg_act saw, for this thread's launch hook (the operand text
- * of a kind-(b) crossing lives on the checker's stack: copied). */
+/* The crossing cg_act saw, for this thread's launch hook (the operands of
+ * a kind-(b) crossing live on the checker's stack: copied). */
+enum { NOTED_OPERANDS = 16, SHAPE = 128 };
 static _Thread_local struct {
 	struct cg_crossing c;
 	const struct cg_fn *fn;
-	char operand[256];
+	struct cg_operand ops[NOTED_OPERANDS];
+	char shapes[NOTED_OPERANDS][SHAPE];
 } noted;
 
 void cg_redirect_note(const struct cg_crossing *c, const struct cg_fn *fn)
 {
 	noted.c = *c;
 	noted.fn = fn;
-	if (c->operand) {
-		snprintf(noted.operand, sizeof noted.operand, "%s", c->operand);
-		noted.c.operand = noted.operand;
+	size_t n = c->noperands < NOTED_OPERANDS ? c->noperands : NOTED_OPERANDS;
+	for (size_t i = 0; i < n; i++) {
+		noted.ops[i] = c->operands[i];
+		if (c->operands[i].shape) {
+			snprintf(noted.shapes[i], SHAPE, "%s", c->operands[i].shape);
+			noted.ops[i].shape = noted.shapes[i];
+		}
 	}
+	noted.c.operands = n ? noted.ops : NULL;
+	noted.c.noperands = n;
 }
 
 /* GemmType::Normal: one group, every row in it (a grouped_layout of zeros). */
@@ -384,7 +393,7 @@ static void log_redirect(struct cg_crossing *c)
 		pthread_setspecific(json_key, json);
 	}
 	cg_format_json(json, JSON, cg_policy, c);
-	cg_log_line(json);
+	cg_log_record(json, LOG_NOTICE);
 }
 
 static void done(struct cg_crossing *c, struct cg_fn *fn, const struct plan *p)

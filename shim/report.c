@@ -1,12 +1,14 @@
-/* Counters, the JSON-lines event log, stderr, and the summary at exit. */
+/* Counters, the JSON-lines event log (or syslog), stderr, and the summary
+ * at exit. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "shim.h"
@@ -51,8 +53,10 @@ static unsigned long total(int slot)
 
 unsigned long cg_counter_total(enum cg_counter c) { return total(c); }
 
-enum { LOG_REOPEN = -2 };
-static int log_fd = -1;
+/* log_fd: the log file; LOG_SYSLOG: records go to syslog; LOG_REOPEN: a
+ * fork child opens its own (%p) on first use. */
+enum { LOG_NONE = -1, LOG_REOPEN = -2, LOG_SYSLOG = -3 };
+static int log_fd = LOG_NONE;
 static int status_fd_open;
 static char status_path[4096];
 
@@ -100,58 +104,77 @@ void cg_stderr(const char *fmt, ...)
 		write_all(2, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
 }
 
-/* "%p" in the path becomes the pid, so each process of a job has its own. */
+/* "1 crossing", "2 crossings" */
+static const char *plural(unsigned long n, const char *one, const char *many)
+{
+	return n == 1 ? one : many;
+}
+
+/* %p, %h and %r in the path give each process, host and rank its own
+ * file; "syslog[:SOCKET]" sends crossings to syslog instead. */
 static void open_log(void)
 {
 	const char *tpl = cg_policy->log_path;
-	log_fd = -1;
+	log_fd = LOG_NONE;
 	if (!tpl || !*tpl)
 		return;
-	char path[4096];
-	size_t o = 0;
-	for (const char *s = tpl; *s && o < sizeof path - 24; s++) {
-		if (s[0] == '%' && s[1] == 'p') {
-			o += (size_t)snprintf(path + o, sizeof path - o, "%ld", (long)getpid());
-			s++;
-		} else {
-			path[o++] = *s;
-		}
+	if (cg_syslog_named(tpl)) {
+		cg_syslog_open(tpl);
+		log_fd = LOG_SYSLOG;
+		return;
 	}
-	path[o] = 0;
+	char path[4096];
+	if (!cg_identity_expand(tpl, path, sizeof path)) {
+		cg_stderr("ctxguard: log path %s is too long once expanded (logging disabled)\n",
+			  tpl);
+		return;
+	}
 	log_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 	if (log_fd < 0)
 		cg_stderr("ctxguard: cannot open log %s: %s (logging disabled)\n", path,
 			  strerror(errno));
 }
 
-/* One write per line, so lines of concurrent threads never interleave. */
-void cg_log_line(const char *json)
+/* One write per line, so lines of concurrent threads never interleave:
+ * {"event":"X" + ,"time":..,"tid":.. + the identity + the rest + \n. */
+void cg_log_record(const char *json, int syslog_prio)
 {
 	if (log_fd == LOG_REOPEN)
 		open_log();
-	if (log_fd < 0)
+	if (log_fd == LOG_NONE || (log_fd == LOG_SYSLOG && syslog_prio < 0))
 		return;
-	size_t n = strlen(json);
-	struct iovec v[2] = {{(void *)json, n}, {"\n", 1}};
-	if (!write_vec(log_fd, v, 2))
+	/* Every record starts with its event (cg_format_json, cg_log_event):
+	 * after {"event":" come the name and its closing quote. */
+	const char *q = strncmp(json, "{\"event\":\"", 10) == 0 ? strchr(json + 10, '"') : NULL;
+	size_t head = q ? (size_t)(q + 1 - json) : 1;
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	struct tm tm;
+	gmtime_r(&ts.tv_sec, &tm);
+	char when[96];
+	size_t w = strftime(when, sizeof when, ",\"time\":\"%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(when + w, sizeof when - w, ".%06ldZ\",\"tid\":%ld", ts.tv_nsec / 1000, (long)syscall(SYS_gettid));
+	const char *who = cg_identity_json();
+	struct iovec v[5] = {{(void *)json, head}, {when, strlen(when)},
+			     {(void *)who, strlen(who)},
+			     {(void *)(json + head), strlen(json + head)}, {"\n", 1}};
+	if (log_fd == LOG_SYSLOG)
+		cg_syslog_send(syslog_prio, v, 4);
+	else if (!write_vec(log_fd, v, 5))
 		cg_count(CG_C_LOG_LOST);
 }
 
 void cg_log_event(const char *event, const char *fmt, ...)
 {
-	if (log_fd == -1)
+	if (log_fd == LOG_NONE)
 		return;
-	struct timeval tv;
-	gettimeofday(&tv, NULL);
 	char body[6144], line[8192];
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(body, sizeof body, fmt, ap);
 	va_end(ap);
-	snprintf(line, sizeof line, "{\"event\":\"%s\",\"time\":%ld.%06ld,\"pid\":%ld%s%s}",
-		 event, (long)tv.tv_sec, (long)tv.tv_usec, (long)getpid(), *body ? "," : "",
-		 body);
-	cg_log_line(line);
+	snprintf(line, sizeof line, "{\"event\":\"%s\"%s%s}", event, *body ? "," : "", body);
+	cg_log_record(line, -1);
 }
 
 /* The ctxguard command learns of crossings in any process of the tree
@@ -175,7 +198,9 @@ void cg_report_forked(void)
 {
 	if (log_fd >= 0)
 		close(log_fd);
-	log_fd = LOG_REOPEN;
+	if (log_fd != LOG_NONE)
+		log_fd = LOG_REOPEN;
+	cg_identity_forked();
 	memset(pool, 0, sizeof pool);
 	atomic_store(&next_block, 0);
 	mine = NULL;
@@ -195,8 +220,8 @@ void cg_report_start(void)
 		cg_log_event("config_error", "\"message\":\"%s\"", esc);
 	}
 	if (cg_policy->errors_dropped)
-		cg_stderr("ctxguard: ... and %zu more configuration problems\n",
-			  cg_policy->errors_dropped);
+		cg_stderr("ctxguard: ... and %zu more configuration %s\n", cg_policy->errors_dropped,
+			  plural(cg_policy->errors_dropped, "problem", "problems"));
 	char src[1024];
 	cg_json_escape(src, sizeof src, cg_policy->source ? cg_policy->source : "built-in");
 	cg_log_event("start", "\"policy\":\"%s\",\"mode\":\"%s\",\"scope\":\"%s\",\"rules\":%zu",
@@ -204,15 +229,79 @@ void cg_report_start(void)
 		     cg_policy->scope == CG_SCOPE_ALL ? "all" : "experts", cg_policy->nrules);
 }
 
+const struct cg_counter_info cg_counters[CG_NCOUNTERS] = {
+#define X(name, key, group, one, many) [CG_C_##name] = {key, group, one, many},
+	CG_COUNTERS(X)
+#undef X
+};
+
+/* The counters as JSON members, a group as one object where its first
+ * member stands: "launches":3,"crossings":{"abort":0,...},... */
+static size_t counters_json(char *buf, size_t n, const unsigned long *t)
+{
+	size_t o = 0;
+	for (int i = 0; i < CG_NCOUNTERS && o < n; i++) {
+		const char *g = cg_counters[i].group;
+		int first = g && (i == 0 || !cg_counters[i - 1].group ||
+				  strcmp(cg_counters[i - 1].group, g) != 0);
+		int last = g && (i + 1 == CG_NCOUNTERS || !cg_counters[i + 1].group ||
+				 strcmp(cg_counters[i + 1].group, g) != 0);
+		o += (size_t)snprintf(buf + o, n - o, "%s%s%s%s\"%s\":%lu%s", i ? "," : "",
+				      first ? "\"" : "", first ? g : "", first ? "\":{" : "",
+				      cg_counters[i].key, t[i], last ? "}" : "");
+	}
+	return o < n ? o : n - 1;
+}
+
+/* The stderr line's counts: the counters with words, then each group
+ * summed with its members: "3 launches checked, 1 crossing (abort 0, ...)". */
+static void counters_line(char *buf, size_t n, const unsigned long *t)
+{
+	size_t o = 0;
+	buf[0] = 0;
+	for (int i = 0; i < CG_NCOUNTERS && o < n; i++) {
+		const char *g = cg_counters[i].group;
+		if (!g) {
+			if (cg_counters[i].one)
+				o += (size_t)snprintf(buf + o, n - o, ", %lu %s", t[i],
+						      plural(t[i], cg_counters[i].one,
+							     cg_counters[i].many));
+			continue;
+		}
+		if (i && cg_counters[i - 1].group && strcmp(cg_counters[i - 1].group, g) == 0)
+			continue;
+		unsigned long sum = 0;
+		int k = i;
+		for (; k < CG_NCOUNTERS && cg_counters[k].group && strcmp(cg_counters[k].group, g) == 0;
+		     k++)
+			sum += t[k];
+		/* the group's name is its plural; the singular drops the s */
+		o += (size_t)snprintf(buf + o, n - o, ", %lu %.*s (", sum,
+				      (int)(strlen(g) - (sum == 1)), g);
+		for (int m = i; m < k && o < n; m++)
+			o += (size_t)snprintf(buf + o, n - o, "%s%s %lu", m > i ? ", " : "",
+					      cg_counters[m].key, t[m]);
+		if (o < n)
+			o += (size_t)snprintf(buf + o, n - o, ")");
+	}
+}
+
+/* A process with nothing loaded, launched or refused says nothing at exit:
+ * under `ctxguard -- python ...` every helper the job spawns (a compiler,
+ * `which nvcc`) would otherwise print a line of zeros.  Its log still ends
+ * with a summary record. */
 void cg_report_summary(void)
 {
 	size_t mods, fns, experts;
 	cg_registry_counts(&mods, &fns, &experts);
-	unsigned long launches = total(CG_C_LAUNCHES);
-	unsigned long a = total(CG_C_CROSS_ABORT), e = total(CG_C_CROSS_ERROR),
-		      w = total(CG_C_CROSS_WARN), o = total(CG_C_CROSS_OFF),
-		      r = total(CG_C_REDIRECT);
-	char calls[4096];
+	unsigned long t[CG_NCOUNTERS], any = mods + fns;
+	for (int i = 0; i < CG_NCOUNTERS; i++) {
+		t[i] = total(i);
+		/* what the line counts; entry points handed out are no use */
+		if (cg_counters[i].one || cg_counters[i].group)
+			any += t[i];
+	}
+	char calls[4096], counts[1024];
 	size_t n = 0;
 	calls[0] = 0;
 	for (int i = 0; i < CG_NVARIANTS && n < sizeof calls - 128; i++) {
@@ -221,23 +310,22 @@ void cg_report_summary(void)
 			n += (size_t)snprintf(calls + n, sizeof calls - n, "%s\"%s\":%lu",
 					      n ? "," : "", cg_variants[i].symbol, c);
 	}
+	counters_json(counts, sizeof counts, t);
 	cg_log_event("summary",
-		     "\"modules\":%zu,\"functions\":%zu,\"experts\":%zu,\"launches\":%lu,"
-		     "\"crossings\":{\"abort\":%lu,\"error\":%lu,\"warn\":%lu,\"off\":%lu},"
-		     "\"redirect\":%lu,"
-		     "\"hooked_by_dlsym\":%lu,\"hooked_by_getprocaddress\":%lu,"
-		     "\"tensor_map_address_word\":%d,\"log_records_lost\":%lu,\"calls\":{%s}",
-		     mods, fns, experts, launches, a, e, w, o, total(CG_C_REDIRECT),
-		     total(CG_C_HOOKED_DLSYM), total(CG_C_HOOKED_PROCADDR), cg_tmap_address_word(),
-		     total(CG_C_LOG_LOST), calls);
-	if (!cg_policy->quiet)
-		cg_stderr("ctxguard: pid %ld: %zu modules, %zu functions tracked (%zu expert), "
-			  "%lu launches checked, %lu crossings (abort %lu, error %lu, warn %lu, "
-			  "off %lu, redirect %lu)\n",
-			  (long)getpid(), mods, fns, experts, launches, a + e + w + o + r, a, e, w, o,
-			  r);
-	unsigned long lost = total(CG_C_LOG_LOST);
+		     "\"modules\":%zu,\"functions\":%zu,\"experts\":%zu,%s,"
+		     "\"tensor_map_address_word\":%d,\"calls\":{%s}",
+		     mods, fns, experts, counts, cg_tmap_address_word(), calls);
+	unsigned long lost = t[CG_C_LOG_LOST];
 	if (lost)
 		cg_stderr("ctxguard: pid %ld: %lu log record%s could not be written to %s\n",
 			  (long)getpid(), lost, lost == 1 ? "" : "s", cg_policy->log_path);
+	if (!any)
+		return;
+	cg_metrics_write(t);
+	if (cg_policy->quiet)
+		return;
+	counters_line(counts, sizeof counts, t);
+	cg_stderr("ctxguard: pid %ld: %zu %s, %zu %s tracked (%zu %s)%s\n", (long)getpid(), mods,
+		  plural(mods, "module", "modules"), fns, plural(fns, "function", "functions"),
+		  experts, plural(experts, "expert", "experts"), counts);
 }

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/uio.h>
 
 #include "../policy/policy.h"
 #include "table.h"
@@ -137,7 +138,9 @@ void cg_entry_resolve(void *libcuda);   /* fills every .real */
 	X(cuModuleLoadData, (CUmodule * mod, const void *image))             \
 	X(cuModuleLoad, (CUmodule * mod, const char *path))                  \
 	X(cuModuleGetFunction, (CUfunction * f, CUmodule mod, const char *name)) \
-	X(cuLaunchKernelEx, (const CUlaunchConfig *config, CUfunction f, void **params, void **extra))
+	X(cuLaunchKernelEx, (const CUlaunchConfig *config, CUfunction f, void **params, void **extra)) \
+	X(cuDeviceGetPCIBusId, (char *bus, int len, CUdevice dev))          \
+	X(cuDeviceGetUuid_v2, (CUuuid * uuid, CUdevice dev))
 
 struct cg_calls {
 #define X(name, params) CUresult(*name) params;
@@ -226,6 +229,14 @@ int cg_ctx_device(CUcontext ctx);            /* -1 if unknown; cached */
 int cg_capturing(CUstream s);
 void cg_ctx_forget(CUcontext ctx);
 void cg_context_reset(void);
+
+/* ---- device names (shim/device.c) ---- */
+
+/* Ask the driver once for dev's PCI bus id and UUID (off the launch path:
+ * when a context's device is first learned, or when a crossing names it). */
+void cg_device_learn(int dev);
+const char *cg_device_pci(int dev);          /* NULL until learned */
+const char *cg_device_uuid(int dev);
 
 /* ---- operands (shim/memory.c, shim/tensormap.c, shim/layout.c) ---- */
 
@@ -338,22 +349,67 @@ const char *cg_error_message(CUresult code);
 
 /* ---- reporting (shim/report.c) ---- */
 
+/* The summary's counters, X(NAME, key, group, one, many): key names it in
+ * the log and the metrics; group NULL for a count of its own, else the
+ * group it is one member of ("crossings", by action); one/many: its words
+ * on the summary line (NULL: not there).  Adding a counter is one line. */
+#define CG_COUNTERS(X)                                                       \
+	X(LAUNCHES, "launches", NULL, "launch checked", "launches checked")  \
+	X(CROSS_ABORT, "abort", "crossings", NULL, NULL)                     \
+	X(CROSS_ERROR, "error", "crossings", NULL, NULL)                     \
+	X(CROSS_WARN, "warn", "crossings", NULL, NULL)                       \
+	X(CROSS_OFF, "off", "crossings", NULL, NULL)                         \
+	X(REDIRECT, "redirect", "crossings", NULL, NULL)                     \
+	X(HOOKED_DLSYM, "hooked_by_dlsym", NULL, NULL, NULL)                 \
+	X(HOOKED_PROCADDR, "hooked_by_getprocaddress", NULL, NULL, NULL)    \
+	X(LOG_LOST, "log_records_lost", NULL, NULL, NULL)
+
 enum cg_counter {
-	CG_C_LAUNCHES, CG_C_CROSS_ABORT, CG_C_CROSS_ERROR, CG_C_CROSS_WARN,
-	CG_C_CROSS_OFF, CG_C_HOOKED_DLSYM, CG_C_HOOKED_PROCADDR, CG_C_LOG_LOST, CG_C_REDIRECT,
+#define X(name, ...) CG_C_##name,
+	CG_COUNTERS(X)
+#undef X
 	CG_NCOUNTERS
 };
+extern const struct cg_counter_info {
+	const char *key, *group, *one, *many;
+} cg_counters[CG_NCOUNTERS];
 void cg_count(enum cg_counter c);            /* sharded, no shared cache line */
 unsigned long cg_counter_total(enum cg_counter c);
 void cg_count_variant(int variant);
 void cg_report_start(void);              /* once, at init */
 void cg_report_forked(void);             /* in a forked child */
-void cg_log_line(const char *json);          /* one JSON object per line */
+/* One JSON object {"event":"...",...} per line, time, host, pid, tid and
+ * job added after the event; syslog_prio (LOG_WARNING...) sends it to
+ * syslog under `log = syslog`, -1 keeps it out. */
+void cg_log_record(const char *json, int syslog_prio);
 void cg_log_event(const char *event, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 void cg_stderr(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void cg_write_stderr(const char *s);
 void cg_status_crossing(int action);         /* for the ctxguard command */
 void cg_report_summary(void);
+
+/* ---- who writes (shim/identity.c) ---- */
+
+/* ,"pid":..,"version":..,"host":.. and the job's keys present in the
+ * environment (RANK, SLURM_JOB_ID, POD_NAME...), read once per process. */
+const char *cg_identity_json(void);
+const char *cg_identity_labels(void);        /* the same as Prometheus labels */
+/* A path with %p (pid), %h (host), %r (rank or "-") filled in. */
+int cg_identity_expand(const char *tpl, char *out, size_t n);
+void cg_identity_forked(void);               /* re-read on next use */
+
+/* ---- syslog (shim/syslog.c) ---- */
+
+/* "syslog" or "syslog:SOCKET" (default /dev/log): whether path names it. */
+int cg_syslog_named(const char *path);
+void cg_syslog_open(const char *path);
+void cg_syslog_send(int prio, const struct iovec *v, int n);
+
+/* ---- metrics (shim/metrics.c) ---- */
+
+/* The counters in Prometheus text format, written to a temporary file and
+ * renamed over the policy's metrics path. */
+void cg_metrics_write(const unsigned long *totals);
 
 #endif

@@ -2,6 +2,7 @@
  * launch context, for every allocation path, every tensor-map encoder and
  * both parameter forms; memory every device may reach is never flagged. */
 #include <check.h>
+#include <signal.h>
 #include <stdio.h>
 #include <cuda.h>
 #include <stdlib.h>
@@ -26,7 +27,7 @@ static CUfunction fn;      /* loaded in device 0's context */
 
 static void setup(void)
 {
-	setenv("CTXGUARD_MODE", "error", 1);
+	setenv("CTXGUARD_MODE", "error", 0);   /* unless the test chose another */
 	ck_assert_int_eq(cuInit(0), CUDA_SUCCESS);
 	for (int d = 1; d >= 0; d--) {
 		CUdevice dev;
@@ -340,6 +341,49 @@ START_TEST(silent_crossing_is_stopped_before_it_runs)
 }
 END_TEST
 
+/* One launch with all four operands on device 1 is one crossing under
+ * every action: one report listing the four, one record, counted once. */
+START_TEST(one_report_per_launch)
+{
+	static const char *const modes[] = {"warn", "error", "abort"};
+	static const char *const verdict[] = {"allowed (warn)", "refused (error",
+					      "stopped (abort)"};
+	char log[128], err[128];
+	snprintf(log, sizeof log, "/tmp/ctxguard-check-%d.jsonl", (int)getpid());
+	snprintf(err, sizeof err, "/tmp/ctxguard-check-%d.err", (int)getpid());
+	setenv("CTXGUARD_LOG", log, 1);
+	setenv("CTXGUARD_MODE", modes[_i], 1);
+	pid_t child = fork();
+	if (child == 0) {
+		if (!freopen(err, "w", stderr))
+			_exit(20);
+		unsetenv("CTXGUARD_QUIET");
+		setup();
+		CUdeviceptr other = dev_alloc(1);
+		CUtensorMap t = tmap_over(other);
+		fake_reset();
+		launch(other, other + 64, &t, &t);
+		exit(0);
+	}
+	int st;
+	waitpid(child, &st, 0);
+	ck_assert_msg(_i == 2 ? WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT : WIFEXITED(st),
+		      "status %#x", st);
+	char *text = slurp(err);
+	unlink(err);
+	ck_assert_msg(count_of(text, "ctxguard: cross-context launch ") == 1 &&
+		      strstr(text, verdict[_i]) &&
+		      strstr(text, "): 4 operands live on another device\n") &&
+		      count_of(text, "ctxguard: operand: parameter ") == 4, "%s", text);
+	if (_i < 2)
+		ck_assert_msg(strstr(text, ", 1 launch checked, 1 crossing ("), "%s", text);
+	text = slurp(log);
+	unlink(log);
+	ck_assert_msg(count_of(text, "{\"event\":\"crossing\"") == 1 &&
+		      strstr(text, ",\"noperands\":4,\"operands\":[{\"param\":0,"), "%s", text);
+}
+END_TEST
+
 /* With a C++ signature, only parameters typed as pointers are pointers:
  * an 8-byte struct of flags that happens to look like an address is not. */
 START_TEST(types_from_the_demangled_name)
@@ -559,6 +603,7 @@ int main(void)
 	tcase_add_test(t, operands_off_and_scope);
 	tcase_add_test(t, fallback_for_memory_never_seen);
 	tcase_add_test(t, silent_crossing_is_stopped_before_it_runs);
+	tcase_add_loop_test(t, one_report_per_launch, 0, 3);
 	tcase_add_test(t, types_from_the_demangled_name);
 	tcase_add_test(t, context_handle_reused_on_another_device);
 	tcase_add_test(t, context_destroyed_while_its_device_is_asked);

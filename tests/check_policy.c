@@ -75,6 +75,7 @@ static void assert_default_settings(const struct cg_policy *p)
 	ck_assert_int_eq(p->redirect, CG_REDIRECT_BUNDLED);
 	ck_assert_int_eq(p->redirect_fallback, CG_ACT_ABORT);
 	ck_assert_ptr_null(p->log_path);
+	ck_assert_ptr_null(p->metrics_path);
 }
 
 static int rule_index(const struct cg_policy *p, const char *name)
@@ -222,6 +223,7 @@ START_TEST(test_every_key)
 		"exit_code = 17\n"
 		"quiet = yes\n"
 		"log = /var/log/ctx-%p.jsonl\n"
+		"metrics = /var/lib/textfile/ctx-%h.prom\n"
 		"defaults = false\r\n"
 		"[rule mine]\n"
 		"kernel = my_kernel#1\n"
@@ -237,12 +239,13 @@ START_TEST(test_every_key)
 	ck_assert_int_eq(p.exit_code, 17);
 	ck_assert_int_eq(p.quiet, 1);
 	ck_assert_str_eq(p.log_path, "/var/log/ctx-%p.jsonl");
+	ck_assert_str_eq(p.metrics_path, "/var/lib/textfile/ctx-%h.prom");
 	ck_assert_int_eq(p.defaults, 0);
 	ck_assert_uint_eq(p.nrules, 1);
 
 	const struct cg_rule *r = &p.rules[0];
 	ck_assert_str_eq(r->name, "mine");
-	ck_assert_str_eq(r->where, ORIGIN ":12");
+	ck_assert_str_eq(r->where, ORIGIN ":13");
 	ck_assert_int_eq(r->action, CG_ACT_ERROR);
 	ck_assert_str_eq(r->message, "Something = went wrong");
 	ck_assert_str_eq(r->fix, "do the right thing");
@@ -293,7 +296,7 @@ START_TEST(test_env_good)
 		"CTXGUARD_SCOPE=all", "CTXGUARD_OPERANDS=off",
 		"CTXGUARD_ERROR_CODE=CUDA_ERROR_INVALID_CONTEXT",
 		"CTXGUARD_EXIT_CODE=3", "CTXGUARD_QUIET=1",
-		"CTXGUARD_LOG=/tmp/ctxguard-%p.jsonl",
+		"CTXGUARD_LOG=syslog", "CTXGUARD_METRICS=/tmp/ctxguard-%r.prom",
 		"CTXGUARD_MODEX=error",       /* not a prefix match */
 		"XCTXGUARD_SCOPE=experts", NULL,
 	};
@@ -307,7 +310,8 @@ START_TEST(test_env_good)
 	ck_assert_int_eq(p.error_code, 201);
 	ck_assert_int_eq(p.exit_code, 3);
 	ck_assert_int_eq(p.quiet, 1);
-	ck_assert_str_eq(p.log_path, "/tmp/ctxguard-%p.jsonl");
+	ck_assert_str_eq(p.log_path, "syslog");
+	ck_assert_str_eq(p.metrics_path, "/tmp/ctxguard-%r.prom");
 	ck_assert_str_eq(p.source, "built-in");
 	cg_policy_free(&p);
 
@@ -1064,8 +1068,13 @@ END_TEST
 
 /* ---- the report ------------------------------------------------------- */
 
+static struct cg_operand sample_ops[2];
+
 static struct cg_crossing sample_crossing(char kind, int action, int rule)
 {
+	sample_ops[0] = (struct cg_operand){4, 1, 0x7f1200000000ULL, "tensor map 4096x7168 bf16",
+					    "GPU-5a6b7c8d-0000-1111-2222-333344445555"};
+	sample_ops[1] = (struct cg_operand){5, 1, 0x7f1300000000ULL, NULL, NULL};
 	struct cg_crossing c = {
 		.kind = kind,
 		.api = "cuLaunchKernelEx",
@@ -1083,10 +1092,12 @@ static struct cg_crossing sample_crossing(char kind, int action, int rule)
 		.action = action,
 		.pid = 4242,
 		.tid = 4243,
-		.param = 4,
-		.addr = 0x7f1200000000ULL,
-		.addr_dev = 1,
-		.operand = "tensor map 4096x7168 bf16",
+		.owner_pci = "0000:18:00.0",
+		.owner_uuid = "GPU-00000000-1111-2222-3333-444444444444",
+		.launch_pci = "0000:19:00.0",
+		.launch_uuid = "GPU-5a6b7c8d-0000-1111-2222-333344445555",
+		.operands = kind == 'b' ? sample_ops : NULL,
+		.noperands = kind == 'b',
 	};
 	return c;
 }
@@ -1150,8 +1161,8 @@ START_TEST(test_report_operand)
 	struct cg_crossing c = sample_crossing('b', CG_ACT_ERROR, -1);
 	c.demangled = NULL;
 	c.owner_dev = -1;
-	c.addr_dev = -1;
-	c.operand = NULL;
+	struct cg_operand unknown = {4, -1, 0x7f1200000000ULL, NULL, NULL};
+	c.operands = &unknown;
 	c.origin = NULL;
 	char *r = report(&p, &c);
 
@@ -1185,6 +1196,16 @@ START_TEST(test_report_operand)
 	assert_has(r, " via an unknown call, stream 0x7f00aa\n");
 	assert_has(r, "(tensor map 4096x7168 bf16)\n");
 	ck_assert_ptr_null(strstr(r, "CTXGUARD_MODE=warn"));
+	free(r);
+
+	/* one report for the launch, a line per operand that crosses */
+	c.noperands = 2;
+	r = report(&p, &c);
+	assert_has(r, "\nctxguard: cross-context launch allowed (warn): 2"
+		   " operands live on another device\n");
+	assert_has(r, "\nctxguard: operand: parameter 4 = 0x7f1200000000 on device 1"
+		   " (tensor map 4096x7168 bf16)\nctxguard: operand: parameter 5 ="
+		   " 0x7f1300000000 on device 1 (pointer)\n");
 	free(r);
 
 	/* a rule without message or fix of its own, and no policy at all */
@@ -1447,10 +1468,14 @@ START_TEST(test_json_fields)
 	assert_has(j, ",\"owner_ctx\":\"0x5555c0de\",\"owner_dev\":0,");
 	assert_has(j, ",\"launch_ctx\":\"0x5555beef\",\"launch_dev\":1,");
 	assert_has(j, ",\"stream\":\"0x7f00aa\",");
-	assert_has(j, ",\"rule\":\"deepgemm\",");
-	assert_has(j, ",\"pid\":4242,\"tid\":4243}");
-	ck_assert_ptr_null(strstr(j, "\"param\""));
-	ck_assert_ptr_null(strstr(j, "\"operand\""));
+	assert_has(j, ",\"owner_dev\":0,\"owner_pci\":\"0000:18:00.0\",\"owner_uuid\":"
+		   "\"GPU-00000000-1111-2222-3333-444444444444\",");
+	assert_has(j, ",\"launch_dev\":1,\"launch_pci\":\"0000:19:00.0\",\"launch_uuid\":"
+		   "\"GPU-5a6b7c8d-0000-1111-2222-333344445555\",");
+	assert_has(j, ",\"rule\":\"deepgemm\"}");
+	/* the log writer adds the process's own fields */
+	ck_assert_ptr_null(strstr(j, "\"pid\""));
+	ck_assert_ptr_null(strstr(j, "\"operands\""));
 	free(j);
 
 	c = sample_crossing('b', CG_ACT_WARN, -1);
@@ -1459,7 +1484,8 @@ START_TEST(test_json_fields)
 	c.owner_dev = -1;
 	c.stream = NULL;
 	c.kernel = "k\"\\\n\x01\xff";
-	c.operand = "tensor \"map\"";
+	c.owner_uuid = NULL;
+	sample_ops[0].shape = "tensor \"map\"";
 	j = json(&p, &c);
 	assert_has(j, ",\"kind\":\"b\",\"action\":\"warn\",");
 	assert_has(j, ",\"kernel\":\"k\\\"\\\\\\n\\u0001\\ufffd\",");
@@ -1467,11 +1493,21 @@ START_TEST(test_json_fields)
 	assert_has(j, ",\"owner_dev\":-1,");
 	assert_has(j, ",\"stream\":\"0x0\",");
 	assert_has(j, ",\"rule\":null,");
-	assert_has(j, ",\"param\":4,\"addr\":\"0x7f1200000000\",\"addr_dev\":1,"
-		   "\"operand\":\"tensor \\\"map\\\"\"}");
+	assert_has(j, ",\"owner_uuid\":null,");
+	assert_has(j, ",\"noperands\":1,\"operands\":[{\"param\":4,\"addr\":\"0x7f1200000000\","
+		   "\"addr_dev\":1,\"addr_uuid\":\"GPU-5a6b7c8d-0000-1111-2222-333344445555\","
+		   "\"operand\":\"tensor \\\"map\\\"\"}]}");
 	free(j);
 
-	c.operand = NULL;
+	/* one launch, every operand that crosses */
+	c.noperands = 2;
+	j = json(&p, &c);
+	assert_has(j, ",\"noperands\":2,\"operands\":[{\"param\":4,");
+	assert_has(j, "\"},{\"param\":5,\"addr\":\"0x7f1300000000\",\"addr_dev\":1,"
+		   "\"addr_uuid\":null,\"operand\":\"pointer\"}]}");
+	free(j);
+
+	c.noperands = 0;
 	c.kind = 0;
 	j = json(NULL, &c);
 	assert_has(j, ",\"kind\":\"\",");
@@ -1532,6 +1568,9 @@ static Suite *policy_suite(void)
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("messages");
+	/* the truncation checks are quadratic in the text's length: slow
+	 * under the sanitizers */
+	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_messages);
 	tcase_add_test(tc, test_report_owner);
 	tcase_add_test(tc, test_report_operand);

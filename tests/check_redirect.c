@@ -291,6 +291,28 @@ START_TEST(silent_crossing_runs_bundled_on_the_operands_device)
 }
 END_TEST
 
+/* A psum GEMM goes to the bundled psum form (masked is decoded the same
+ * way: check_decode). */
+START_TEST(psum_gemm_runs_bundled_psum)
+{
+	struct fake_stats st;
+	produce_on_device_1();
+	fake_reset();
+	capture_start();
+	CUresult rc = launch_gemm(psum, ctx[0], stream[0], &tb);
+	const char *err = capture_end();
+	fake_get_stats(&st);
+	if (!bundled_built()) {
+		ck_assert_int_eq(rc, CUDA_ERROR_INVALID_HANDLE);
+		return;
+	}
+	ck_assert_int_eq(rc, CUDA_SUCCESS);
+	ck_assert_msg(strstr(err, "from device 0 to device 1 (cg_gmm_psum)"), "%s", err);
+	ck_assert_uint_eq(st.launches_on[1], 1);
+	ck_assert_uint_eq(st.launches_on[0], 0);
+}
+END_TEST
+
 /* Kind (a): DeepGEMM called with device 1 current (the driver's
  * INVALID_HANDLE case): the work runs on S itself, no events. */
 START_TEST(handle_crossing_runs_on_the_launch_stream)
@@ -439,7 +461,6 @@ static const struct {
 } impossible[] = {
 	{0, &gemm, &tb0, capture_only, "operands on more than one device (A on device 1, B on device 0)"},
 	{0, &accum, &tb, capture_only, "accumulation into D (with_accumulation)"},
-	{0, &psum, &tb, capture_only, "bundled kernels lack the psum/masked layout"},
 	{0, &gemm, &tb, capturing, "the stream is capturing a CUDA graph"},
 	{1, NULL, NULL, reload_fails, "image not re-loadable: loading it into the target context failed"},
 };
@@ -543,7 +564,7 @@ START_TEST(log_record_and_summary)
 		records++;
 	ck_assert_int_eq(records, 3);
 	ck_assert_ptr_nonnull(strstr(text, "\"redirect_dev\":1,\"redirect_via\":\"re-homed\""));
-	ck_assert_ptr_nonnull(strstr(text, "\"redirect\":3,"));
+	ck_assert_ptr_nonnull(strstr(text, "\"redirect\":3}"));
 	f = fdopen(efd, "r");
 	rewind(f);
 	n = fread(text, 1, sizeof text - 1, f);
@@ -573,6 +594,7 @@ int main(void)
 	tcase_add_test(e, silent_crossing_runs_bundled_on_the_operands_device);
 	tcase_add_test(e, handle_crossing_runs_on_the_launch_stream);
 	tcase_add_test(e, normal_gemm_runs_as_one_group);
+	tcase_add_test(e, psum_gemm_runs_bundled_psum);
 	tcase_add_test(e, threads_redirect_on_two_devices);
 	tcase_add_loop_test(e, each_impossible_redirect_falls_back_to_error, 0,
 			    sizeof impossible / sizeof impossible[0]);

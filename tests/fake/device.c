@@ -183,3 +183,42 @@ CUresult CUDAAPI cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevic
 	*canAccessPeer = dev != peerDev;
 	return fake_leave(CUDA_SUCCESS);
 }
+
+/* "0000:BB:00.0" with the bus of CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, as the
+ * driver formats it; a short buffer gets a NUL-terminated prefix. */
+CUresult CUDAAPI cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
+{
+	FAKE_ENTER();
+	if (!pciBusId || len <= 0)
+		return fake_leave(CUDA_ERROR_INVALID_VALUE);
+	if (!fake_dev_valid(dev))
+		return fake_leave(CUDA_ERROR_INVALID_DEVICE);
+	snprintf(pciBusId, (size_t)len, "0000:%02X:00.0",
+		 device_attr[CU_DEVICE_ATTRIBUTE_PCI_BUS_ID] + dev);
+	return fake_leave(CUDA_SUCCESS);
+}
+
+/* 16 bytes that differ per device and never change. */
+static CUresult device_uuid(const char *api, CUuuid *uuid, CUdevice dev)
+{
+	CUresult rc = fake_enter(api, true);
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (!uuid)
+		return fake_leave(CUDA_ERROR_INVALID_VALUE);
+	if (!fake_dev_valid(dev))
+		return fake_leave(CUDA_ERROR_INVALID_DEVICE);
+	for (int i = 0; i < 16; i++)
+		uuid->bytes[i] = (char)(0x5a + 17 * i + dev);
+	return fake_leave(CUDA_SUCCESS);
+}
+
+CUresult CUDAAPI cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
+{
+	return device_uuid(__func__, uuid, dev);
+}
+
+CUresult CUDAAPI cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
+{
+	return device_uuid(__func__, uuid, dev);
+}

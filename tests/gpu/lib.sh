@@ -161,7 +161,7 @@ expect_clean() {
 		expect_status 0
 		grep -qxF -- "$2" "$TMP/$1.out" || fail "no '$2' line on stdout: the program's own checks failed"
 		expect_zero_crossings "$1"
-		grep -oE '[0-9]+ launches checked' "$TMP/$1.err" | grep -qv '^0 ' ||
+		grep -oE '[0-9]+ launch(es)? checked' "$TMP/$1.err" | grep -qv '^0 ' ||
 			fail "no process checked a launch: ctxguard saw none of the program's kernels"
 	); then
 		return 0

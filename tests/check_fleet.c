@@ -1,0 +1,417 @@
+/* What an operator collects from a fleet: each record's time, host, pid,
+ * tid, version and job identity (present and absent), both devices' PCI
+ * bus id and UUID, log path expansion, syslog, the metrics file, a fork
+ * child's identity, and silence from a process that did nothing.  Runs in
+ * the Check binary itself, under the shim, each test in its own process. */
+#include <check.h>
+#include <cuda.h>
+#include <regex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../policy/policy.h"
+#include "suite.h"
+#include "spawn.h"
+
+#define EXPERT "_ZN9deep_gemm19sm90_bf16_gemm_implILj0EEEvPijjj14CUtensorMap_stS2_S2_"
+static const char image[] = "//ctxguard-fake-image\n.kernel " EXPERT " 8,4,4,4,128,128,128\n";
+
+/* The fake's devices 0 and 1, as cuDeviceGetPCIBusId / cuDeviceGetUuid
+ * give them (tests/fake/device.c). */
+#define PCI0 "0000:18:00.0"
+#define PCI1 "0000:19:00.0"
+#define UUID0 "GPU-5a6b7c8d-9eaf-c0d1-e2f3-041526374859"
+#define UUID1 "GPU-5b6c7d8e-9fb0-c1d2-e3f4-05162738495a"
+
+static const char *const job_env[][2] = {
+	{"RANK", "rank"},
+	{"LOCAL_RANK", "local_rank"},
+	{"WORLD_SIZE", "world_size"},
+	{"TORCHELASTIC_RUN_ID", "torchelastic_run_id"},
+	{"SLURM_JOB_ID", "slurm_job_id"},
+	{"SLURM_PROCID", "slurm_procid"},
+	{"SLURM_LOCALID", "slurm_localid"},
+	{"POD_NAME", "pod"},
+	{"POD_NAMESPACE", "namespace"},
+};
+#define NJOB (sizeof job_env / sizeof job_env[0])
+
+static CUcontext ctx[2];
+static CUfunction fn0;     /* loaded in device 0's context */
+static char log_path[256];
+
+static void unset_job(void)
+{
+	for (size_t i = 0; i < NJOB; i++)
+		unsetenv(job_env[i][0]);
+}
+
+/* Log to a file of this test's own (tpl may hold %p, %h, %r). */
+static void log_to(const char *tpl)
+{
+	snprintf(log_path, sizeof log_path, "/tmp/ctxguard-fleet-%d%s", (int)getpid(), tpl);
+	setenv("CTXGUARD_LOG", log_path, 1);
+}
+
+/* fn0 in device 0's context; a fork child loads its own (the shim's
+ * registries start empty there, as CUDA state does not survive fork). */
+static void load(void)
+{
+	CUmodule mod;
+	ck_assert_int_eq(cuCtxSetCurrent(ctx[0]), CUDA_SUCCESS);
+	ck_assert_int_eq(cuModuleLoadData(&mod, image), CUDA_SUCCESS);
+	ck_assert_int_eq(cuModuleGetFunction(&fn0, mod, EXPERT), CUDA_SUCCESS);
+}
+
+static void setup(const char *mode)
+{
+	setenv("CTXGUARD_MODE", mode, 1);
+	ck_assert_int_eq(cuInit(0), CUDA_SUCCESS);
+	for (int d = 1; d >= 0; d--) {
+		CUdevice dev;
+		ck_assert_int_eq(cuDeviceGet(&dev, d), CUDA_SUCCESS);
+		ck_assert_int_eq(cuDevicePrimaryCtxRetain(&ctx[d], dev), CUDA_SUCCESS);
+	}
+	load();
+}
+
+/* fn0 launched on device 1: a kind (a) crossing (which the driver
+ * refuses when ctxguard lets it through). */
+static CUresult cross(void)
+{
+	CUtensorMap arg[7];
+	memset(arg, 0, sizeof arg);
+	void *params[7] = {&arg[0], &arg[1], &arg[2], &arg[3], &arg[4], &arg[5], &arg[6]};
+	ck_assert_int_eq(cuCtxSetCurrent(ctx[1]), CUDA_SUCCESS);
+	return cuLaunchKernel(fn0, 1, 1, 1, 32, 1, 1, 0, NULL, params, NULL);
+}
+
+/* The line of text holding `event`, copied; NULL if none. */
+static char *record(const char *text, const char *event)
+{
+	char key[64];
+	snprintf(key, sizeof key, "{\"event\":\"%s\"", event);
+	const char *s = text ? strstr(text, key) : NULL;
+	return s ? strndup(s, strcspn(s, "\n")) : NULL;
+}
+
+static void assert_has(const char *text, const char *part)
+{
+	ck_assert_msg(text && strstr(text, part), "missing %s in:\n%s", part, text ? text : "(none)");
+}
+
+static void assert_matches(const char *text, const char *re)
+{
+	regex_t r;
+	ck_assert_int_eq(regcomp(&r, re, REG_EXTENDED | REG_NOSUB), 0);
+	ck_assert_msg(text && regexec(&r, text, 0, NULL, 0) == 0, "no match for %s in:\n%s", re,
+		      text ? text : "(none)");
+	regfree(&r);
+}
+
+/* What every record carries, whatever the environment. */
+static void assert_common(const char *rec, long pid)
+{
+	char want[512], host[256];
+	gethostname(host, sizeof host);
+	assert_matches(rec, "^\\{\"event\":\"[a-z_]+\",\"time\":\"[0-9]{4}-[0-9]{2}-[0-9]{2}T"
+			    "[0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{6}Z\",\"tid\":[0-9]+,");
+	snprintf(want, sizeof want, ",\"pid\":%ld,\"version\":\"%s\",\"host\":\"%s\"", pid,
+		 CTXGUARD_VERSION, host);
+	assert_has(rec, want);
+}
+
+START_TEST(every_record_carries_the_job)
+{
+	for (size_t i = 0; i < NJOB; i++) {
+		char v[32];
+		snprintf(v, sizeof v, "v%zu", i);
+		setenv(job_env[i][0], v, 1);
+	}
+	log_to(".jsonl");
+	pid_t child = fork();
+	if (child == 0) {
+		setup("warn");
+		cross();
+		exit(0);
+	}
+	int st;
+	waitpid(child, &st, 0);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %#x", st);
+	char *text = slurp(log_path);
+	unlink(log_path);
+	static const char *const events[] = {"start", "crossing", "summary"};
+	for (size_t e = 0; e < 3; e++) {
+		char *rec = record(text, events[e]);
+		assert_common(rec, child);
+		for (size_t i = 0; i < NJOB; i++) {
+			char want[64];
+			snprintf(want, sizeof want, ",\"%s\":\"v%zu\"", job_env[i][1], i);
+			assert_has(rec, want);
+		}
+		free(rec);
+	}
+	char *rec = record(text, "crossing");
+	assert_has(rec, ",\"owner_dev\":0,\"owner_pci\":\"" PCI0 "\",\"owner_uuid\":\"" UUID0 "\",");
+	assert_has(rec, ",\"launch_dev\":1,\"launch_pci\":\"" PCI1 "\",\"launch_uuid\":\"" UUID1 "\",");
+	free(rec);
+}
+END_TEST
+
+START_TEST(no_job_no_job_keys)
+{
+	unset_job();
+	log_to(".jsonl");
+	setup("warn");
+	cross();
+	char *text = slurp(log_path);
+	unlink(log_path);
+	char *rec = record(text, "crossing");
+	assert_common(rec, getpid());
+	for (size_t i = 0; i < NJOB; i++) {
+		char key[64];
+		snprintf(key, sizeof key, "\"%s\":", job_env[i][1]);
+		ck_assert_msg(!strstr(text, key), "%s without %s:\n%s", key, job_env[i][0], text);
+	}
+	free(rec);
+}
+END_TEST
+
+/* %p pid, %h host, %r RANK, else SLURM_PROCID, else "-"; outside values
+ * never make a directory step. */
+START_TEST(log_path_expands)
+{
+	static const char *const rank[] = {"5", NULL, NULL, "../up"};
+	static const char *const procid[] = {"9", "7", NULL, NULL};
+	static const char *const shown[] = {"5", "7", "-", "_._up"};
+	unset_job();
+	if (rank[_i])
+		setenv("RANK", rank[_i], 1);
+	if (procid[_i])
+		setenv("SLURM_PROCID", procid[_i], 1);
+	log_to("-%h.%r.%p.%%.jsonl");
+	setup("warn");
+	cross();
+	char host[256], path[512];
+	gethostname(host, sizeof host);
+	snprintf(path, sizeof path, "/tmp/ctxguard-fleet-%d-%s.%s.%d.%%.jsonl", (int)getpid(), host,
+		 shown[_i], (int)getpid());
+	char *text = slurp(path);
+	unlink(path);
+	assert_has(text, "{\"event\":\"crossing\"");
+}
+END_TEST
+
+/* A datagram socket of the test's own stands in for /dev/log: one line
+ * per crossing, at the action's priority, nothing else. */
+START_TEST(syslog_gets_one_line_per_crossing)
+{
+	static const char *const modes[] = {"warn", "error"};
+	static const char *const prio[] = {"<12>", "<11>"};   /* LOG_USER|LOG_WARNING, |LOG_ERR */
+	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	snprintf(a.sun_path, sizeof a.sun_path, "/tmp/ctxguard-fleet-%d.sock", (int)getpid());
+	unlink(a.sun_path);
+	int s = socket(AF_UNIX, SOCK_DGRAM, 0);
+	ck_assert_int_ge(s, 0);
+	ck_assert_int_eq(bind(s, (struct sockaddr *)&a, sizeof a), 0);
+	char log[160];
+	snprintf(log, sizeof log, "syslog:%s", a.sun_path);
+	setenv("CTXGUARD_LOG", log, 1);
+	setenv("RANK", "4", 1);
+	setup(modes[_i]);
+	cross();
+	cross();
+	char buf[16384];
+	for (int k = 0; k < 2; k++) {
+		ssize_t n = recv(s, buf, sizeof buf - 1, MSG_DONTWAIT);
+		ck_assert_msg(n > 0, "datagram %d missing", k);
+		buf[n] = 0;
+		ck_assert_msg(strncmp(buf, prio[_i], 4) == 0, "%s", buf);
+		char tag[64];
+		snprintf(tag, sizeof tag, " ctxguard[%d]: {\"event\":\"crossing\",", (int)getpid());
+		assert_has(buf, tag);
+		assert_has(buf, ",\"rank\":\"4\",");
+		assert_has(buf, "\"launch_uuid\":\"" UUID1 "\"");
+		ck_assert_ptr_null(strchr(buf, '\n'));
+	}
+	ck_assert_int_lt(recv(s, buf, sizeof buf, MSG_DONTWAIT), 0);
+	close(s);
+	unlink(a.sun_path);
+}
+END_TEST
+
+/* At exit, the counters in Prometheus text format, renamed into place. */
+START_TEST(metrics_file_at_exit)
+{
+	unset_job();
+	setenv("RANK", "2", 1);
+	char tpl[128], path[160];
+	snprintf(tpl, sizeof tpl, "/tmp/ctxguard-fleet-%d.%%r.prom", (int)getpid());
+	snprintf(path, sizeof path, "/tmp/ctxguard-fleet-%d.2.prom", (int)getpid());
+	setenv("CTXGUARD_METRICS", tpl, 1);
+	pid_t child = fork();
+	if (child == 0) {
+		setup("warn");
+		cross();
+		cross();
+		exit(0);
+	}
+	int st;
+	waitpid(child, &st, 0);
+	char *text = slurp(path);
+	unlink(path);
+	char want[256];
+	snprintf(want, sizeof want, "ctxguard_launches_total{pid=\"%d\",rank=\"2\"} 2\n", (int)child);
+	assert_has(text, want);
+	snprintf(want, sizeof want,
+		 "# TYPE ctxguard_crossings_total counter\n"
+		 "ctxguard_crossings_total{pid=\"%d\",rank=\"2\",action=\"abort\"} 0\n", (int)child);
+	assert_has(text, want);
+	snprintf(want, sizeof want, "ctxguard_crossings_total{pid=\"%d\",rank=\"2\",action=\"warn\"} 2\n",
+		 (int)child);
+	assert_has(text, want);
+	ck_assert_ptr_null(strstr(strstr(text, "TYPE ctxguard_crossings") + 1, "TYPE ctxguard_crossings"));
+	snprintf(want, sizeof want, "%s.tmp.%d", path, (int)child);
+	ck_assert_int_ne(access(want, F_OK), 0);
+}
+END_TEST
+
+/* The child re-reads who it is: its pid, and the environment its parent
+ * had when it forked. */
+START_TEST(fork_child_reads_its_identity)
+{
+	unset_job();
+	setenv("RANK", "0", 1);
+	log_to(".%p.jsonl");
+	setup("warn");
+	cross();
+	setenv("RANK", "1", 1);
+	pid_t child = fork();
+	if (child == 0) {
+		load();
+		cross();
+		exit(0);
+	}
+	int st;
+	waitpid(child, &st, 0);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %#x", st);
+	char path[300];
+	snprintf(path, sizeof path, "/tmp/ctxguard-fleet-%d.%d.jsonl", (int)getpid(), (int)child);
+	char *text = slurp(path);
+	unlink(path);
+	char *rec = record(text, "crossing");
+	assert_common(rec, child);
+	assert_has(rec, ",\"rank\":\"1\",");
+	free(rec);
+	snprintf(path, sizeof path, "/tmp/ctxguard-fleet-%d.%d.jsonl", (int)getpid(), (int)getpid());
+	text = slurp(path);
+	unlink(path);
+	rec = record(text, "crossing");
+	assert_common(rec, getpid());
+	assert_has(rec, ",\"rank\":\"0\",");
+	free(rec);
+}
+END_TEST
+
+/* Runs `what` in a child whose stderr goes to a file; returns that text. */
+static char *child_stderr(void (*what)(void))
+{
+	char path[128];
+	snprintf(path, sizeof path, "/tmp/ctxguard-fleet-%d.err", (int)getpid());
+	pid_t child = fork();
+	if (child == 0) {
+		if (!freopen(path, "w", stderr))
+			_exit(20);
+		unsetenv("CTXGUARD_QUIET");
+		what();
+		exit(0);
+	}
+	int st;
+	waitpid(child, &st, 0);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %#x", st);
+	char *text = slurp(path);
+	unlink(path);
+	return text;
+}
+
+/* The driver in use (the shim started), but no module and no launch. */
+static void driver_only(void)
+{
+	CUdevice dev;
+	CUdeviceptr p;
+	if (cuInit(0) || cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&ctx[0], dev) ||
+	    cuCtxSetCurrent(ctx[0]) || cuMemAlloc(&p, 4096))
+		exit(21);
+}
+
+static void one_launch(void)
+{
+	setup("warn");
+	cross();
+}
+
+/* A process that loaded no module and launched nothing prints nothing at
+ * exit; one that did says so in the right number. */
+START_TEST(silent_unless_something_happened)
+{
+	unset_job();
+	log_to(".jsonl");
+	char *err = child_stderr(driver_only);
+	ck_assert_msg(!err || !*err, "a process that did nothing printed:\n%s", err);
+	char *text = slurp(log_path);
+	unlink(log_path);
+	assert_has(text, "{\"event\":\"summary\"");
+	err = child_stderr(one_launch);
+	assert_has(err, "1 launch checked, 1 crossing (abort 0, error 0, warn 1, off 0, redirect 0)\n");
+	unlink(log_path);
+}
+END_TEST
+
+/* The command's --log (with %h and %r) and --metrics reach the program. */
+START_TEST(command_log_and_metrics_flags)
+{
+	char prog[4096], log[160], metrics[160], host[256], path[600];
+	snprintf(prog, sizeof prog, "%s/tests/progs/scenario", build_dir());
+	snprintf(log, sizeof log, "/tmp/ctxguard-fleet-%d.%%h.%%r.jsonl", (int)getpid());
+	snprintf(metrics, sizeof metrics, "/tmp/ctxguard-fleet-%d.%%r.prom", (int)getpid());
+	const char *argv[] = {"ctxguard", "--mode", "warn", "--log", log, "--metrics", metrics,
+			      "--", prog, "dlsym", "data", "launch", "cross", NULL};
+	const char *env[] = {preload_without_shim(), "RANK=1", NULL};
+	struct run r;
+	spawn(&r, env, argv);
+	ck_assert_msg(WIFEXITED(r.status), "status %#x\n%s", r.status, r.err);
+	gethostname(host, sizeof host);
+	snprintf(path, sizeof path, "/tmp/ctxguard-fleet-%d.%s.1.jsonl", (int)getpid(), host);
+	char *text = slurp(path);
+	unlink(path);
+	char *rec = record(text, "crossing");
+	assert_has(rec, ",\"rank\":\"1\",");
+	free(rec);
+	snprintf(path, sizeof path, "/tmp/ctxguard-fleet-%d.1.prom", (int)getpid());
+	text = slurp(path);
+	unlink(path);
+	assert_has(text, "action=\"warn\"} 1\n");
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("fleet");
+	TCase *t = tcase_create("fleet");
+	tcase_set_timeout(t, 60);
+	tcase_add_test(t, every_record_carries_the_job);
+	tcase_add_test(t, no_job_no_job_keys);
+	tcase_add_loop_test(t, log_path_expands, 0, 4);
+	tcase_add_loop_test(t, syslog_gets_one_line_per_crossing, 0, 2);
+	tcase_add_test(t, metrics_file_at_exit);
+	tcase_add_test(t, fork_child_reads_its_identity);
+	tcase_add_test(t, silent_unless_something_happened);
+	tcase_add_test(t, command_log_and_metrics_flags);
+	suite_add_tcase(s, t);
+	return run_suite(s);
+}
