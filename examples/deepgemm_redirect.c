@@ -44,14 +44,12 @@
  * Progress goes to stdout (line-buffered); stderr carries driver errors only.
  */
 #include <cuda.h>
-#include <dlfcn.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum exit_code { EXIT_OK, EXIT_SETUP, EXIT_WRONG, EXIT_DRIVER, EXIT_CORRUPT, EXIT_UNAVAILABLE };
 enum dtype { DT_BF16, DT_BF16_NN, DT_FP8 };
 enum layout { L_NORMAL, L_CONTIGUOUS, L_PSUM, L_MASKED };
 enum situation { S_SAME, S_SILENT, S_RACE_DEFAULT, S_RACE_SIDE, S_HANDLE };
@@ -94,68 +92,16 @@ enum { CHAIN_LINKS = 16 };
 static const uint64_t link_spin_ns = 12000000;   /* 16 x 12 ms: the call comes long before the end */
 static const uint16_t d_sentinel = 0xDEAD;        /* rows of no group must keep it */
 
+#define DG_PROG "deepgemm_redirect"
 #define DRIVER_CALLS(X) \
 	X(cuGetErrorName) X(cuGetErrorString) X(cuInit) X(cuDeviceGet) X(cuDeviceGetCount) \
 	X(cuDeviceCanAccessPeer) X(cuDevicePrimaryCtxRetain) X(cuCtxSetCurrent) X(cuCtxSynchronize) \
 	X(cuCtxEnablePeerAccess) X(cuMemAlloc) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuStreamCreate) \
 	X(cuStreamQuery) X(cuLibraryLoadFromFile) X(cuLibraryGetKernel) X(cuKernelGetFunction) \
 	X(cuFuncSetAttribute) X(cuTensorMapEncodeTiled) X(cuLaunchKernelEx)
-
-#define SYMBOL_NAME(f) SYMBOL_NAME_(f)
-#define SYMBOL_NAME_(f) #f
-#define DECLARE_MEMBER(f) __typeof__(f) *f;
-static struct { DRIVER_CALLS(DECLARE_MEMBER) } drv;
-
-static void load_driver(void)
-{
-	void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
-	if (!h) {
-		fprintf(stderr, "deepgemm_redirect: dlopen(libcuda.so.1): %s\n", dlerror());
-		exit(EXIT_SETUP);
-	}
-#define RESOLVE(f) \
-	if (!(drv.f = (__typeof__(drv.f))dlsym(h, SYMBOL_NAME(f)))) { \
-		fprintf(stderr, "deepgemm_redirect: dlsym(%s) failed\n", SYMBOL_NAME(f)); \
-		exit(EXIT_SETUP); \
-	}
-	DRIVER_CALLS(RESOLVE)
-#undef RESOLVE
-}
-
-/* DeepGEMM's DG_CUDA_DRIVER_CHECK message, then the exit it stands for. */
-static void driver_check(CUresult e, const char *file, int line, int code)
-{
-	const char *name = NULL, *info = NULL;
-
-	if (e == CUDA_SUCCESS)
-		return;
-	if (drv.cuGetErrorName(e, &name) != CUDA_SUCCESS || !name)
-		name = "<unknown>";
-	if (drv.cuGetErrorString(e, &info) != CUDA_SUCCESS || !info)
-		info = "<unknown>";
-	fprintf(stderr, "CUDA driver error (%s:%d): %d (%s, %s)\n", file, line, (int)e, name, info);
-	exit(code);
-}
-#define CHECK(call) driver_check((call), __FILE__, __LINE__, EXIT_SETUP)
-#define CHECK_GEMM(call) driver_check((call), __FILE__, __LINE__, EXIT_DRIVER)
+#include "deepgemm_host.h"
 
 /* ---- host data ---- */
-
-static float float_from_bf16(uint16_t h)
-{
-	uint32_t u = (uint32_t)h << 16;
-	float f;
-	memcpy(&f, &u, sizeof f);
-	return f;
-}
-
-static uint16_t bf16_from_float(float f)
-{
-	uint32_t u;
-	memcpy(&u, &f, sizeof u);
-	u += 0x7fffu + ((u >> 16) & 1u);        /* round to nearest even */
-	return (uint16_t)(u >> 16);
-}
 
 static float float_from_e4m3(uint8_t v)
 {
@@ -164,31 +110,11 @@ static float float_from_e4m3(uint8_t v)
 	return v & 0x80 ? -f : f;
 }
 
-/* The fixture's generator (fixture_ptx.cuh): value in [-1, 1) for element i. */
-static float unit_hash(uint64_t i, uint32_t seed)
-{
-	uint64_t z = i + 0x9e3779b97f4a7c15ull * (seed + 1ull);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	z ^= z >> 31;
-	return (float)(z >> 40) * (2.0f / 16777216.0f) - 1.0f;
-}
-
 /* A finite e4m3 value in [-3.75, 3.75] with exponent 2^-3 .. 2^1. */
 static uint8_t e4m3_hash(uint64_t i, uint32_t seed)
 {
 	uint32_t h = (uint32_t)((unit_hash(i, seed) + 1.0f) * 4194304.0f);
 	return (uint8_t)((h & 0x80u) | ((4u + h % 5u) << 3) | ((h >> 8) & 7u));
-}
-
-static void *xcalloc(size_t n, size_t size)
-{
-	void *p = calloc(n ? n : 1, size);
-	if (!p) {
-		fprintf(stderr, "deepgemm_redirect: out of memory\n");
-		exit(EXIT_SETUP);
-	}
-	return p;
 }
 
 static uint32_t align_up(uint32_t x, uint32_t a)
