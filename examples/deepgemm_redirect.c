@@ -56,7 +56,8 @@ enum situation { S_SAME, S_SILENT, S_RACE_DEFAULT, S_RACE_SIDE, S_HANDLE };
 
 static const char *const dtype_names[] = { "bf16", "bf16nn", "fp8" };
 static const char *const layout_names[] = { "normal", "contiguous", "psum", "masked" };
-static const char *const situation_names[] = { "same", "silent", "race-default", "race-side", "handle" };
+static const char *const situation_names[] = { "same", "silent", "race-default", "race-side",
+						 "handle" };
 
 /* Problem: G groups of these many rows; N, K multiples of the tiles. */
 enum { G = 4, N = 256, K = 512, KB = K / 128, NB = N / 128, ALIGN_ROWS = 128, NORMAL_M = 200 };
@@ -65,7 +66,8 @@ static const uint32_t group_rows[G] = { 100, 128, 37, 90 };
 /* The fixture's specialisations (deepgemm_sm90.cu): tiles, threads, SMs,
  * multicast, and the dynamic shared memory fixture::smem_bytes() needs. */
 enum { BLOCK_M = 64, BLOCK_N = 128, NUM_SMS = 132, THREADS = 256, MULTICAST = 2, SWIZZLE = 128 };
-enum { TRANSPOSE_THREADS = 512, TRANSPOSE_BLOCK = 64, TRANSPOSE_SMEM = TRANSPOSE_BLOCK * (KB + 1 - KB % 2) * 4 };
+enum { TRANSPOSE_THREADS = 512, TRANSPOSE_BLOCK = 64 };
+enum { TRANSPOSE_SMEM = TRANSPOSE_BLOCK * (KB + 1 - KB % 2) * 4 };   /* PADDED_SF_K floats a row */
 
 /* SHAPE_N, SHAPE_K: "0" "0" for normal, "256" "512" (compiled in) otherwise. */
 #define BF16_NAME(MAJOR_B, SN, SK, GROUPS, TYPE)                                                  \
@@ -236,7 +238,8 @@ static void free_problem(struct problem *p)
 static double a_at(const struct problem *p, uint32_t r, uint32_t k)
 {
 	size_t i = (size_t)r * K + k;
-	return p->dtype == DT_FP8 ? float_from_e4m3(p->a[i]) : float_from_bf16(((const uint16_t *)(const void *)p->a)[i]);
+	return p->dtype == DT_FP8 ? float_from_e4m3(p->a[i])
+				  : float_from_bf16(((const uint16_t *)(const void *)p->a)[i]);
 }
 
 /* B as [G][N][K] whatever its storage. */
@@ -398,7 +401,8 @@ static void deepgemm_call(const struct kernels *kn, const struct problem *p, con
 			  const char *what)
 {
 	const int fp8 = p->dtype == DT_FP8;
-	const CUtensorMapDataType type = fp8 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+	const CUtensorMapDataType type = fp8 ? CU_TENSOR_MAP_DATA_TYPE_UINT8   /* DeepGEMM's fp8 */
+					     : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
 	const uint32_t box_k = SWIZZLE / (uint32_t)p->elem;  /* swizzle_mode / elem_size */
 	CUtensorMap map_a, map_b, map_d, map_sfa;
 	uint32_t m = p->m, n = N, k = K;
@@ -479,7 +483,8 @@ static int enable_peers(CUcontext ctx[2], CUdevice dev[2])
 	CHECK(drv.cuDeviceCanAccessPeer(&p01, dev[0], dev[1]));
 	CHECK(drv.cuDeviceCanAccessPeer(&p10, dev[1], dev[0]));
 	if (!p01 || !p10) {
-		printf("deepgemm_redirect: needs peer access between devices 0 and 1 (%d, %d)\n", p01, p10);
+		printf("deepgemm_redirect: needs peer access between devices 0 and 1 (%d, %d)\n",
+		       p01, p10);
 		return 0;
 	}
 	for (int i = 0; i < 2; i++) {
@@ -567,7 +572,8 @@ int main(int argc, char **argv)
 	CHECK(drv.cuInit(0));
 	CHECK(drv.cuDeviceGetCount(&ndev));
 	if (situation != S_SAME && ndev < 2) {
-		printf("deepgemm_redirect: %s needs 2 devices, found %d\n", situation_names[situation], ndev);
+		printf("deepgemm_redirect: %s needs 2 devices, found %d\n", situation_names[situation],
+		       ndev);
 		return EXIT_UNAVAILABLE;
 	}
 	for (int i = 0; i < (situation == S_SAME ? 1 : 2); i++) {
@@ -581,7 +587,8 @@ int main(int argc, char **argv)
 	CHECK(drv.cuLibraryGetKernel(&k, lib, gemm_names[dtype][layout]));
 	CHECK(drv.cuKernelGetFunction(&kn.gemm, k));
 	make_problem(&p, dtype, layout);
-	CHECK(drv.cuFuncSetAttribute(kn.gemm, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)gemm_smem(&p)));
+	CHECK(drv.cuFuncSetAttribute(kn.gemm, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+				     (int)gemm_smem(&p)));
 	if (dtype == DT_FP8) {
 		CHECK(drv.cuLibraryGetKernel(&k, lib, transpose_name));
 		CHECK(drv.cuKernelGetFunction(&kn.transpose, k));
