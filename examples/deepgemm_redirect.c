@@ -28,7 +28,10 @@
  *     race-side    the same with the chain on a non-blocking stream of device
  *                  1 (a PyTorch pool stream);
  *     handle       current device 1, operands there (set_device(1)): the
- *                  cached device-0 function on device 1's stream.
+ *                  cached device-0 function on device 1's stream;
+ *     capture      current device 0, operands on device 1, the call captured
+ *                  into a CUDA graph on a stream of device 0, the graph
+ *                  launched, D reset, launched again (a CUDA-graph replay).
  *   CUBIN      default build/gpu/deepgemm_sm90.cubin
  * The reference is computed on the CPU in double from the A read back after
  * everything finished (the producer's final values in the race situations).
@@ -52,12 +55,12 @@
 
 enum dtype { DT_BF16, DT_BF16_NN, DT_FP8 };
 enum layout { L_NORMAL, L_CONTIGUOUS, L_PSUM, L_MASKED };
-enum situation { S_SAME, S_SILENT, S_RACE_DEFAULT, S_RACE_SIDE, S_HANDLE };
+enum situation { S_SAME, S_SILENT, S_RACE_DEFAULT, S_RACE_SIDE, S_HANDLE, S_CAPTURE };
 
 static const char *const dtype_names[] = { "bf16", "bf16nn", "fp8" };
 static const char *const layout_names[] = { "normal", "contiguous", "psum", "masked" };
 static const char *const situation_names[] = { "same", "silent", "race-default", "race-side",
-						 "handle" };
+						 "handle", "capture" };
 
 /* Problem: G groups of these many rows; N, K multiples of the tiles. */
 enum { G = 4, N = 256, K = 512, KB = K / 128, NB = N / 128, ALIGN_ROWS = 128, NORMAL_M = 200 };
@@ -100,7 +103,9 @@ static const uint16_t d_sentinel = 0xDEAD;        /* rows of no group must keep 
 	X(cuDeviceCanAccessPeer) X(cuDevicePrimaryCtxRetain) X(cuCtxSetCurrent) X(cuCtxSynchronize) \
 	X(cuCtxEnablePeerAccess) X(cuMemAlloc) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuStreamCreate) \
 	X(cuStreamQuery) X(cuLibraryLoadFromFile) X(cuLibraryGetKernel) X(cuKernelGetFunction) \
-	X(cuFuncSetAttribute) X(cuTensorMapEncodeTiled) X(cuLaunchKernelEx)
+	X(cuFuncSetAttribute) X(cuTensorMapEncodeTiled) X(cuLaunchKernelEx) X(cuStreamSynchronize) \
+	X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuGraphInstantiate) X(cuGraphLaunch) \
+	X(cuMemsetD16)
 #include "deepgemm_host.h"
 
 /* ---- host data ---- */
@@ -395,10 +400,10 @@ static unsigned gemm_smem(const struct problem *p)
 	       (p->dtype == DT_FP8 ? BLOCK_M * 4 : 0) + 1024;
 }
 
-/* One DeepGEMM API call on the current context's NULL stream (the current
- * device's current stream in PyTorch's default). */
+/* One DeepGEMM API call on stream s of the current context (NULL: PyTorch's
+ * default current stream). */
 static void deepgemm_call(const struct kernels *kn, const struct problem *p, const struct operands *o,
-			  const char *what)
+			  CUstream s, const char *what)
 {
 	const int fp8 = p->dtype == DT_FP8;
 	const CUtensorMapDataType type = fp8 ? CU_TENSOR_MAP_DATA_TYPE_UINT8   /* DeepGEMM's fp8 */
@@ -414,7 +419,7 @@ static void deepgemm_call(const struct kernels *kn, const struct problem *p, con
 		float *out = (float *)(uintptr_t)o->sfa;
 		void *targs[] = { &sf, &out, &m };
 		launch(kn->transpose, (m + TRANSPOSE_BLOCK - 1) / TRANSPOSE_BLOCK, p->batches,
-		       TRANSPOSE_THREADS, TRANSPOSE_SMEM, 1, NULL, targs, "transpose_fp32", what);
+		       TRANSPOSE_THREADS, TRANSPOSE_SMEM, 1, s, targs, "transpose_fp32", what);
 	}
 	encode(&map_a, type, p->elem, o->a, K, p->rows, K, box_k, BLOCK_M, CU_TENSOR_MAP_SWIZZLE_128B);
 	if (p->dtype == DT_BF16_NN)
@@ -429,11 +434,11 @@ static void deepgemm_call(const struct kernels *kn, const struct problem *p, con
 		encode(&map_sfa, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, o->sfa, o->sfa_rows,
 		       (uint64_t)KB * p->batches, o->sfa_rows, BLOCK_M, 1, CU_TENSOR_MAP_SWIZZLE_NONE);
 		void *args[] = { &sfb, &layout, &m, &n, &k, &map_a, &map_b, &map_d, &map_sfa };
-		launch(kn->gemm, NUM_SMS, 1, THREADS, gemm_smem(p), MULTICAST, NULL, args,
+		launch(kn->gemm, NUM_SMS, 1, THREADS, gemm_smem(p), MULTICAST, s, args,
 		       "sm90_fp8_gemm_1d2d_impl", what);
 	} else {
 		void *args[] = { &layout, &m, &n, &k, &map_a, &map_b, &map_d };
-		launch(kn->gemm, NUM_SMS, 1, THREADS, gemm_smem(p), MULTICAST, NULL, args,
+		launch(kn->gemm, NUM_SMS, 1, THREADS, gemm_smem(p), MULTICAST, s, args,
 		       "sm90_bf16_gemm_impl", what);
 	}
 }
@@ -474,6 +479,35 @@ static void produce(CUfunction producer, const struct problem *p, CUdeviceptr a,
 	printf("deepgemm_redirect: producer chain on device 1 (%s stream): %d links, %.0f ms\n",
 	       s ? "a non-blocking side" : "the legacy default", CHAIN_LINKS,
 	       CHAIN_LINKS * (double)link_spin_ns / 1e6);
+}
+
+/* After a warm-up call (as PyTorch asks before capturing), the call captured
+ * on a non-blocking stream of device 0 (current), the graph launched; D reset
+ * to the sentinel on device 1; launched again.  What is checked afterwards is
+ * the replay's D. */
+static void capture_and_replay(const struct kernels *kn, const struct problem *p,
+			       const struct operands *o, CUcontext ctx[2], const char *what)
+{
+	CUstream s;
+	CUgraph graph;
+	CUgraphExec exec;
+
+	CHECK(drv.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	deepgemm_call(kn, p, o, s, "warm-up before capture");
+	CHECK_GEMM(drv.cuStreamSynchronize(s));
+	CHECK_GEMM(drv.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+	deepgemm_call(kn, p, o, s, what);
+	CHECK_GEMM(drv.cuStreamEndCapture(s, &graph));
+	CHECK_GEMM(drv.cuGraphInstantiate(&exec, graph, 0));
+	CHECK_GEMM(drv.cuGraphLaunch(exec, s));
+	CHECK_GEMM(drv.cuStreamSynchronize(s));
+	CHECK(drv.cuCtxSetCurrent(ctx[1]));
+	CHECK(drv.cuMemsetD16(o->d, d_sentinel, (size_t)p->rows * N));
+	CHECK(drv.cuCtxSynchronize());
+	CHECK(drv.cuCtxSetCurrent(ctx[0]));
+	CHECK_GEMM(drv.cuGraphLaunch(exec, s));
+	CHECK_GEMM(drv.cuStreamSynchronize(s));
+	printf("deepgemm_redirect: graph captured, launched, D reset, replayed\n");
 }
 
 static int enable_peers(CUcontext ctx[2], CUdevice dev[2])
@@ -525,7 +559,10 @@ static int run_situation(int situation, const struct kernels *kn, CUlibrary lib,
 	snprintf(what, sizeof what, "%s, current device %d, operands on device 1",
 		 situation_names[situation], situation == S_HANDLE ? 1 : 0);
 	CHECK(drv.cuCtxSetCurrent(ctx[situation == S_HANDLE ? 1 : 0]));
-	deepgemm_call(kn, p, &t, what);
+	if (situation == S_CAPTURE)
+		capture_and_replay(kn, p, &t, ctx, what);
+	else
+		deepgemm_call(kn, p, &t, NULL, what);
 	CHECK_GEMM(drv.cuCtxSynchronize());
 	CHECK(drv.cuCtxSetCurrent(ctx[1]));
 	CHECK_GEMM(drv.cuCtxSynchronize());
@@ -557,11 +594,11 @@ int main(int argc, char **argv)
 	if (argc == 4 || argc == 5) {
 		dtype = parse(argv[1], dtype_names, 3);
 		layout = parse(argv[2], layout_names, 4);
-		situation = parse(argv[3], situation_names, 5);
+		situation = parse(argv[3], situation_names, 6);
 	}
 	if (dtype < 0 || layout < 0 || situation < 0 || !gemm_names[dtype][layout]) {
 		fprintf(stderr, "usage: %s bf16|bf16nn|fp8 normal|contiguous|psum|masked "
-				"same|silent|race-default|race-side|handle [CUBIN]\n"
+				"same|silent|race-default|race-side|handle|capture [CUBIN]\n"
 				"(bf16nn: contiguous only)\n", argv[0]);
 		return EXIT_SETUP;
 	}
@@ -597,7 +634,7 @@ int main(int argc, char **argv)
 	}
 	printf("deepgemm_redirect: m %u, n %d, k %d, groups %u, rows %u\n", p.m, N, K, p.groups, p.rows);
 	upload(&t0, &p);
-	deepgemm_call(&kn, &p, &t0, "first call, device 0, operands on device 0");
+	deepgemm_call(&kn, &p, &t0, NULL, "first call, device 0, operands on device 0");
 	CHECK_GEMM(drv.cuCtxSynchronize());
 	download(&p, &t0);
 	rc = verify(&p, "device 0", EXIT_WRONG);

@@ -132,16 +132,20 @@ torch_situations() {
 	(( ${#failed[@]} == 0 )) || fail "wrong or not redirected under --mode redirect: ${failed[*]}"
 }
 
-# crossing_matrix VERDICT MODE COMBO...: matrix over the crossing situations
-# under ctxguard --mode MODE (none: without ctxguard); skips where two
-# devices with peer access are not there.
-crossing_matrix() {
-	local verdict=$1 mode=$2
-	shift 2
+# need_two_devices: skips where two devices with peer access are not there.
+need_two_devices() {
 	need_gpus 2
 	need_files "$REDIRECT" "$SM90_CUBIN"
 	"$REDIRECT" bf16 contiguous silent "$SM90_CUBIN" >"$TMP/probe.out" 2>&1
 	[[ $? != 5 ]] || skip "$(tail -n 1 "$TMP/probe.out")"
+}
+
+# crossing_matrix VERDICT MODE COMBO...: matrix over the crossing situations
+# under ctxguard --mode MODE (none: without ctxguard).
+crossing_matrix() {
+	local verdict=$1 mode=$2
+	shift 2
+	need_two_devices
 	SITUATIONS=("${CROSSING_SITUATIONS[@]}")
 	RUNNER=()
 	if [[ $mode != none ]]; then
