@@ -268,7 +268,16 @@ static double b_at(const struct problem *p, uint32_t g, uint32_t n, uint32_t k)
 static double relative_error(const struct problem *p, uint32_t *untouched_lost)
 {
 	double diff = 0, norm = 0;
+	double *a = xcalloc((size_t)p->rows * K, sizeof *a), *b = xcalloc((size_t)G * N * K, sizeof *b);
 
+	/* Decoded once: the loop below runs rows x N x K times. */
+	for (uint32_t r = 0; r < p->rows; r++)
+		for (uint32_t k = 0; k < K; k++)
+			a[(size_t)r * K + k] = a_at(p, r, k);
+	for (uint32_t g = 0; g < G; g++)
+		for (uint32_t n = 0; n < N; n++)
+			for (uint32_t k = 0; k < K; k++)
+				b[((size_t)g * N + n) * K + k] = b_at(p, g, n, k);
 	*untouched_lost = 0;
 	for (uint32_t r = 0; r < p->rows; r++) {
 		const uint16_t *d = p->d + (size_t)r * N;
@@ -285,8 +294,9 @@ static double relative_error(const struct problem *p, uint32_t *untouched_lost)
 			double ref = 0;
 			for (uint32_t kb = 0; kb < KB; kb++) {
 				double part = 0;
+				const double *ar = a + (size_t)r * K, *bn = b + ((size_t)g * N + n) * K;
 				for (uint32_t k = kb * 128; k < kb * 128 + 128; k++)
-					part += a_at(p, r, k) * b_at(p, (uint32_t)g, n, k);
+					part += ar[k] * bn[k];
 				if (p->dtype == DT_FP8)
 					part *= (double)p->sf[(size_t)r * KB + kb] *
 						p->sfb[((size_t)g * NB + n / 128) * KB + kb];
@@ -297,6 +307,8 @@ static double relative_error(const struct problem *p, uint32_t *untouched_lost)
 			norm += ref * ref;
 		}
 	}
+	free(a);
+	free(b);
 	return norm > 0 ? sqrt(diff / norm) : INFINITY;
 }
 
