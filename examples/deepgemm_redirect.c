@@ -28,7 +28,10 @@
  *     race-side    the same with the chain on a non-blocking stream of device
  *                  1 (a PyTorch pool stream);
  *     handle       current device 1, operands there (set_device(1)): the
- *                  cached device-0 function on device 1's stream.
+ *                  cached device-0 function on device 1's stream;
+ *     capture      current device 0, operands on device 1, the call captured
+ *                  into a CUDA graph on a stream of device 0, the graph
+ *                  launched, D reset, launched again (a CUDA-graph replay).
  *   CUBIN      default build/gpu/deepgemm_sm90.cubin
  * The reference is computed on the CPU in double from the A read back after
  * everything finished (the producer's final values in the race situations).
@@ -44,21 +47,20 @@
  * Progress goes to stdout (line-buffered); stderr carries driver errors only.
  */
 #include <cuda.h>
-#include <dlfcn.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum exit_code { EXIT_OK, EXIT_SETUP, EXIT_WRONG, EXIT_DRIVER, EXIT_CORRUPT, EXIT_UNAVAILABLE };
 enum dtype { DT_BF16, DT_BF16_NN, DT_FP8 };
 enum layout { L_NORMAL, L_CONTIGUOUS, L_PSUM, L_MASKED };
-enum situation { S_SAME, S_SILENT, S_RACE_DEFAULT, S_RACE_SIDE, S_HANDLE };
+enum situation { S_SAME, S_SILENT, S_RACE_DEFAULT, S_RACE_SIDE, S_HANDLE, S_CAPTURE };
 
 static const char *const dtype_names[] = { "bf16", "bf16nn", "fp8" };
 static const char *const layout_names[] = { "normal", "contiguous", "psum", "masked" };
-static const char *const situation_names[] = { "same", "silent", "race-default", "race-side", "handle" };
+static const char *const situation_names[] = { "same", "silent", "race-default", "race-side",
+						 "handle", "capture" };
 
 /* Problem: G groups of these many rows; N, K multiples of the tiles. */
 enum { G = 4, N = 256, K = 512, KB = K / 128, NB = N / 128, ALIGN_ROWS = 128, NORMAL_M = 200 };
@@ -67,7 +69,8 @@ static const uint32_t group_rows[G] = { 100, 128, 37, 90 };
 /* The fixture's specialisations (deepgemm_sm90.cu): tiles, threads, SMs,
  * multicast, and the dynamic shared memory fixture::smem_bytes() needs. */
 enum { BLOCK_M = 64, BLOCK_N = 128, NUM_SMS = 132, THREADS = 256, MULTICAST = 2, SWIZZLE = 128 };
-enum { TRANSPOSE_THREADS = 512, TRANSPOSE_BLOCK = 64, TRANSPOSE_SMEM = TRANSPOSE_BLOCK * (KB + 1 - KB % 2) * 4 };
+enum { TRANSPOSE_THREADS = 512, TRANSPOSE_BLOCK = 64 };
+enum { TRANSPOSE_SMEM = TRANSPOSE_BLOCK * (KB + 1 - KB % 2) * 4 };   /* PADDED_SF_K floats a row */
 
 /* SHAPE_N, SHAPE_K: "0" "0" for normal, "256" "512" (compiled in) otherwise. */
 #define BF16_NAME(MAJOR_B, SN, SK, GROUPS, TYPE)                                                  \
@@ -94,68 +97,18 @@ enum { CHAIN_LINKS = 16 };
 static const uint64_t link_spin_ns = 12000000;   /* 16 x 12 ms: the call comes long before the end */
 static const uint16_t d_sentinel = 0xDEAD;        /* rows of no group must keep it */
 
+#define DG_PROG "deepgemm_redirect"
 #define DRIVER_CALLS(X) \
 	X(cuGetErrorName) X(cuGetErrorString) X(cuInit) X(cuDeviceGet) X(cuDeviceGetCount) \
 	X(cuDeviceCanAccessPeer) X(cuDevicePrimaryCtxRetain) X(cuCtxSetCurrent) X(cuCtxSynchronize) \
 	X(cuCtxEnablePeerAccess) X(cuMemAlloc) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuStreamCreate) \
 	X(cuStreamQuery) X(cuLibraryLoadFromFile) X(cuLibraryGetKernel) X(cuKernelGetFunction) \
-	X(cuFuncSetAttribute) X(cuTensorMapEncodeTiled) X(cuLaunchKernelEx)
-
-#define SYMBOL_NAME(f) SYMBOL_NAME_(f)
-#define SYMBOL_NAME_(f) #f
-#define DECLARE_MEMBER(f) __typeof__(f) *f;
-static struct { DRIVER_CALLS(DECLARE_MEMBER) } drv;
-
-static void load_driver(void)
-{
-	void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
-	if (!h) {
-		fprintf(stderr, "deepgemm_redirect: dlopen(libcuda.so.1): %s\n", dlerror());
-		exit(EXIT_SETUP);
-	}
-#define RESOLVE(f) \
-	if (!(drv.f = (__typeof__(drv.f))dlsym(h, SYMBOL_NAME(f)))) { \
-		fprintf(stderr, "deepgemm_redirect: dlsym(%s) failed\n", SYMBOL_NAME(f)); \
-		exit(EXIT_SETUP); \
-	}
-	DRIVER_CALLS(RESOLVE)
-#undef RESOLVE
-}
-
-/* DeepGEMM's DG_CUDA_DRIVER_CHECK message, then the exit it stands for. */
-static void driver_check(CUresult e, const char *file, int line, int code)
-{
-	const char *name = NULL, *info = NULL;
-
-	if (e == CUDA_SUCCESS)
-		return;
-	if (drv.cuGetErrorName(e, &name) != CUDA_SUCCESS || !name)
-		name = "<unknown>";
-	if (drv.cuGetErrorString(e, &info) != CUDA_SUCCESS || !info)
-		info = "<unknown>";
-	fprintf(stderr, "CUDA driver error (%s:%d): %d (%s, %s)\n", file, line, (int)e, name, info);
-	exit(code);
-}
-#define CHECK(call) driver_check((call), __FILE__, __LINE__, EXIT_SETUP)
-#define CHECK_GEMM(call) driver_check((call), __FILE__, __LINE__, EXIT_DRIVER)
+	X(cuFuncSetAttribute) X(cuTensorMapEncodeTiled) X(cuLaunchKernelEx) X(cuStreamSynchronize) \
+	X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuGraphInstantiate) X(cuGraphLaunch) \
+	X(cuMemsetD16)
+#include "deepgemm_host.h"
 
 /* ---- host data ---- */
-
-static float float_from_bf16(uint16_t h)
-{
-	uint32_t u = (uint32_t)h << 16;
-	float f;
-	memcpy(&f, &u, sizeof f);
-	return f;
-}
-
-static uint16_t bf16_from_float(float f)
-{
-	uint32_t u;
-	memcpy(&u, &f, sizeof u);
-	u += 0x7fffu + ((u >> 16) & 1u);        /* round to nearest even */
-	return (uint16_t)(u >> 16);
-}
 
 static float float_from_e4m3(uint8_t v)
 {
@@ -164,31 +117,11 @@ static float float_from_e4m3(uint8_t v)
 	return v & 0x80 ? -f : f;
 }
 
-/* The fixture's generator (fixture_ptx.cuh): value in [-1, 1) for element i. */
-static float unit_hash(uint64_t i, uint32_t seed)
-{
-	uint64_t z = i + 0x9e3779b97f4a7c15ull * (seed + 1ull);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	z ^= z >> 31;
-	return (float)(z >> 40) * (2.0f / 16777216.0f) - 1.0f;
-}
-
 /* A finite e4m3 value in [-3.75, 3.75] with exponent 2^-3 .. 2^1. */
 static uint8_t e4m3_hash(uint64_t i, uint32_t seed)
 {
 	uint32_t h = (uint32_t)((unit_hash(i, seed) + 1.0f) * 4194304.0f);
 	return (uint8_t)((h & 0x80u) | ((4u + h % 5u) << 3) | ((h >> 8) & 7u));
-}
-
-static void *xcalloc(size_t n, size_t size)
-{
-	void *p = calloc(n ? n : 1, size);
-	if (!p) {
-		fprintf(stderr, "deepgemm_redirect: out of memory\n");
-		exit(EXIT_SETUP);
-	}
-	return p;
 }
 
 static uint32_t align_up(uint32_t x, uint32_t a)
@@ -310,7 +243,8 @@ static void free_problem(struct problem *p)
 static double a_at(const struct problem *p, uint32_t r, uint32_t k)
 {
 	size_t i = (size_t)r * K + k;
-	return p->dtype == DT_FP8 ? float_from_e4m3(p->a[i]) : float_from_bf16(((const uint16_t *)(const void *)p->a)[i]);
+	return p->dtype == DT_FP8 ? float_from_e4m3(p->a[i])
+				  : float_from_bf16(((const uint16_t *)(const void *)p->a)[i]);
 }
 
 /* B as [G][N][K] whatever its storage. */
@@ -334,7 +268,16 @@ static double b_at(const struct problem *p, uint32_t g, uint32_t n, uint32_t k)
 static double relative_error(const struct problem *p, uint32_t *untouched_lost)
 {
 	double diff = 0, norm = 0;
+	double *a = xcalloc((size_t)p->rows * K, sizeof *a), *b = xcalloc((size_t)G * N * K, sizeof *b);
 
+	/* Decoded once: the loop below runs rows x N x K times. */
+	for (uint32_t r = 0; r < p->rows; r++)
+		for (uint32_t k = 0; k < K; k++)
+			a[(size_t)r * K + k] = a_at(p, r, k);
+	for (uint32_t g = 0; g < G; g++)
+		for (uint32_t n = 0; n < N; n++)
+			for (uint32_t k = 0; k < K; k++)
+				b[((size_t)g * N + n) * K + k] = b_at(p, g, n, k);
 	*untouched_lost = 0;
 	for (uint32_t r = 0; r < p->rows; r++) {
 		const uint16_t *d = p->d + (size_t)r * N;
@@ -351,8 +294,9 @@ static double relative_error(const struct problem *p, uint32_t *untouched_lost)
 			double ref = 0;
 			for (uint32_t kb = 0; kb < KB; kb++) {
 				double part = 0;
+				const double *ar = a + (size_t)r * K, *bn = b + ((size_t)g * N + n) * K;
 				for (uint32_t k = kb * 128; k < kb * 128 + 128; k++)
-					part += a_at(p, r, k) * b_at(p, (uint32_t)g, n, k);
+					part += ar[k] * bn[k];
 				if (p->dtype == DT_FP8)
 					part *= (double)p->sf[(size_t)r * KB + kb] *
 						p->sfb[((size_t)g * NB + n / 128) * KB + kb];
@@ -363,6 +307,8 @@ static double relative_error(const struct problem *p, uint32_t *untouched_lost)
 			norm += ref * ref;
 		}
 	}
+	free(a);
+	free(b);
 	return norm > 0 ? sqrt(diff / norm) : INFINITY;
 }
 
@@ -466,13 +412,14 @@ static unsigned gemm_smem(const struct problem *p)
 	       (p->dtype == DT_FP8 ? BLOCK_M * 4 : 0) + 1024;
 }
 
-/* One DeepGEMM API call on the current context's NULL stream (the current
- * device's current stream in PyTorch's default). */
+/* One DeepGEMM API call on stream s of the current context (NULL: PyTorch's
+ * default current stream). */
 static void deepgemm_call(const struct kernels *kn, const struct problem *p, const struct operands *o,
-			  const char *what)
+			  CUstream s, const char *what)
 {
 	const int fp8 = p->dtype == DT_FP8;
-	const CUtensorMapDataType type = fp8 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+	const CUtensorMapDataType type = fp8 ? CU_TENSOR_MAP_DATA_TYPE_UINT8   /* DeepGEMM's fp8 */
+					     : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
 	const uint32_t box_k = SWIZZLE / (uint32_t)p->elem;  /* swizzle_mode / elem_size */
 	CUtensorMap map_a, map_b, map_d, map_sfa;
 	uint32_t m = p->m, n = N, k = K;
@@ -484,7 +431,7 @@ static void deepgemm_call(const struct kernels *kn, const struct problem *p, con
 		float *out = (float *)(uintptr_t)o->sfa;
 		void *targs[] = { &sf, &out, &m };
 		launch(kn->transpose, (m + TRANSPOSE_BLOCK - 1) / TRANSPOSE_BLOCK, p->batches,
-		       TRANSPOSE_THREADS, TRANSPOSE_SMEM, 1, NULL, targs, "transpose_fp32", what);
+		       TRANSPOSE_THREADS, TRANSPOSE_SMEM, 1, s, targs, "transpose_fp32", what);
 	}
 	encode(&map_a, type, p->elem, o->a, K, p->rows, K, box_k, BLOCK_M, CU_TENSOR_MAP_SWIZZLE_128B);
 	if (p->dtype == DT_BF16_NN)
@@ -499,11 +446,11 @@ static void deepgemm_call(const struct kernels *kn, const struct problem *p, con
 		encode(&map_sfa, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, o->sfa, o->sfa_rows,
 		       (uint64_t)KB * p->batches, o->sfa_rows, BLOCK_M, 1, CU_TENSOR_MAP_SWIZZLE_NONE);
 		void *args[] = { &sfb, &layout, &m, &n, &k, &map_a, &map_b, &map_d, &map_sfa };
-		launch(kn->gemm, NUM_SMS, 1, THREADS, gemm_smem(p), MULTICAST, NULL, args,
+		launch(kn->gemm, NUM_SMS, 1, THREADS, gemm_smem(p), MULTICAST, s, args,
 		       "sm90_fp8_gemm_1d2d_impl", what);
 	} else {
 		void *args[] = { &layout, &m, &n, &k, &map_a, &map_b, &map_d };
-		launch(kn->gemm, NUM_SMS, 1, THREADS, gemm_smem(p), MULTICAST, NULL, args,
+		launch(kn->gemm, NUM_SMS, 1, THREADS, gemm_smem(p), MULTICAST, s, args,
 		       "sm90_bf16_gemm_impl", what);
 	}
 }
@@ -546,6 +493,35 @@ static void produce(CUfunction producer, const struct problem *p, CUdeviceptr a,
 	       CHAIN_LINKS * (double)link_spin_ns / 1e6);
 }
 
+/* After a warm-up call (as PyTorch asks before capturing), the call captured
+ * on a non-blocking stream of device 0 (current), the graph launched; D reset
+ * to the sentinel on device 1; launched again.  What is checked afterwards is
+ * the replay's D. */
+static void capture_and_replay(const struct kernels *kn, const struct problem *p,
+			       const struct operands *o, CUcontext ctx[2], const char *what)
+{
+	CUstream s;
+	CUgraph graph;
+	CUgraphExec exec;
+
+	CHECK(drv.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	deepgemm_call(kn, p, o, s, "warm-up before capture");
+	CHECK_GEMM(drv.cuStreamSynchronize(s));
+	CHECK_GEMM(drv.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+	deepgemm_call(kn, p, o, s, what);
+	CHECK_GEMM(drv.cuStreamEndCapture(s, &graph));
+	CHECK_GEMM(drv.cuGraphInstantiate(&exec, graph, 0));
+	CHECK_GEMM(drv.cuGraphLaunch(exec, s));
+	CHECK_GEMM(drv.cuStreamSynchronize(s));
+	CHECK(drv.cuCtxSetCurrent(ctx[1]));
+	CHECK(drv.cuMemsetD16(o->d, d_sentinel, (size_t)p->rows * N));
+	CHECK(drv.cuCtxSynchronize());
+	CHECK(drv.cuCtxSetCurrent(ctx[0]));
+	CHECK_GEMM(drv.cuGraphLaunch(exec, s));
+	CHECK_GEMM(drv.cuStreamSynchronize(s));
+	printf("deepgemm_redirect: graph captured, launched, D reset, replayed\n");
+}
+
 static int enable_peers(CUcontext ctx[2], CUdevice dev[2])
 {
 	int p01 = 0, p10 = 0;
@@ -553,7 +529,8 @@ static int enable_peers(CUcontext ctx[2], CUdevice dev[2])
 	CHECK(drv.cuDeviceCanAccessPeer(&p01, dev[0], dev[1]));
 	CHECK(drv.cuDeviceCanAccessPeer(&p10, dev[1], dev[0]));
 	if (!p01 || !p10) {
-		printf("deepgemm_redirect: needs peer access between devices 0 and 1 (%d, %d)\n", p01, p10);
+		printf("deepgemm_redirect: needs peer access between devices 0 and 1 (%d, %d)\n",
+		       p01, p10);
 		return 0;
 	}
 	for (int i = 0; i < 2; i++) {
@@ -594,7 +571,10 @@ static int run_situation(int situation, const struct kernels *kn, CUlibrary lib,
 	snprintf(what, sizeof what, "%s, current device %d, operands on device 1",
 		 situation_names[situation], situation == S_HANDLE ? 1 : 0);
 	CHECK(drv.cuCtxSetCurrent(ctx[situation == S_HANDLE ? 1 : 0]));
-	deepgemm_call(kn, p, &t, what);
+	if (situation == S_CAPTURE)
+		capture_and_replay(kn, p, &t, ctx, what);
+	else
+		deepgemm_call(kn, p, &t, NULL, what);
 	CHECK_GEMM(drv.cuCtxSynchronize());
 	CHECK(drv.cuCtxSetCurrent(ctx[1]));
 	CHECK_GEMM(drv.cuCtxSynchronize());
@@ -626,11 +606,11 @@ int main(int argc, char **argv)
 	if (argc == 4 || argc == 5) {
 		dtype = parse(argv[1], dtype_names, 3);
 		layout = parse(argv[2], layout_names, 4);
-		situation = parse(argv[3], situation_names, 5);
+		situation = parse(argv[3], situation_names, 6);
 	}
 	if (dtype < 0 || layout < 0 || situation < 0 || !gemm_names[dtype][layout]) {
 		fprintf(stderr, "usage: %s bf16|bf16nn|fp8 normal|contiguous|psum|masked "
-				"same|silent|race-default|race-side|handle [CUBIN]\n"
+				"same|silent|race-default|race-side|handle|capture [CUBIN]\n"
 				"(bf16nn: contiguous only)\n", argv[0]);
 		return EXIT_SETUP;
 	}
@@ -641,7 +621,8 @@ int main(int argc, char **argv)
 	CHECK(drv.cuInit(0));
 	CHECK(drv.cuDeviceGetCount(&ndev));
 	if (situation != S_SAME && ndev < 2) {
-		printf("deepgemm_redirect: %s needs 2 devices, found %d\n", situation_names[situation], ndev);
+		printf("deepgemm_redirect: %s needs 2 devices, found %d\n", situation_names[situation],
+		       ndev);
 		return EXIT_UNAVAILABLE;
 	}
 	for (int i = 0; i < (situation == S_SAME ? 1 : 2); i++) {
@@ -655,7 +636,8 @@ int main(int argc, char **argv)
 	CHECK(drv.cuLibraryGetKernel(&k, lib, gemm_names[dtype][layout]));
 	CHECK(drv.cuKernelGetFunction(&kn.gemm, k));
 	make_problem(&p, dtype, layout);
-	CHECK(drv.cuFuncSetAttribute(kn.gemm, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)gemm_smem(&p)));
+	CHECK(drv.cuFuncSetAttribute(kn.gemm, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+				     (int)gemm_smem(&p)));
 	if (dtype == DT_FP8) {
 		CHECK(drv.cuLibraryGetKernel(&k, lib, transpose_name));
 		CHECK(drv.cuKernelGetFunction(&kn.transpose, k));
@@ -664,7 +646,7 @@ int main(int argc, char **argv)
 	}
 	printf("deepgemm_redirect: m %u, n %d, k %d, groups %u, rows %u\n", p.m, N, K, p.groups, p.rows);
 	upload(&t0, &p);
-	deepgemm_call(&kn, &p, &t0, "first call, device 0, operands on device 0");
+	deepgemm_call(&kn, &p, &t0, NULL, "first call, device 0, operands on device 0");
 	CHECK_GEMM(drv.cuCtxSynchronize());
 	download(&p, &t0);
 	rc = verify(&p, "device 0", EXIT_WRONG);

@@ -39,14 +39,12 @@
  * carries only driver errors, so ctxguard's report is its first line.
  */
 #include <cuda.h>
-#include <dlfcn.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum exit_code { EXIT_OK, EXIT_SETUP, EXIT_WRONG, EXIT_DRIVER, EXIT_CORRUPT, EXIT_UNAVAILABLE };
 enum mode { MODE_SAME, MODE_CROSS, MODE_SILENT, MODE_SILENT_TMAP };
 
 /* Problem size: G experts, rows padded to 128 per expert (M = 512). */
@@ -61,9 +59,8 @@ static const uint64_t producer_spin_ns = 100000000;   /* 100 ms: the GEMM reads 
 static const uint16_t d_sentinel = 0xDEAD;              /* padding rows must keep it */
 static const double tolerance = 1e-2;                   /* bf16 output rounding is ~3e-3 */
 
-/* Every driver entry point used, resolved by dlsym as DeepGEMM does.  The
- * member takes the header's (possibly versioned, e.g. cuMemAlloc_v2) name,
- * and so does the string looked up. */
+/* Every driver entry point used, resolved by dlsym as DeepGEMM does. */
+#define DG_PROG "deepgemm_route"
 #define DRIVER_CALLS(X) \
 	X(cuGetErrorName) X(cuGetErrorString) X(cuInit) X(cuDeviceGet) \
 	X(cuDeviceGetCount) X(cuDeviceCanAccessPeer) X(cuDevicePrimaryCtxRetain) \
@@ -72,71 +69,9 @@ static const double tolerance = 1e-2;                   /* bf16 output rounding 
 	X(cuStreamSynchronize) X(cuLibraryLoadFromFile) X(cuLibraryGetKernelCount) \
 	X(cuLibraryEnumerateKernels) X(cuKernelGetName) X(cuKernelGetFunction) \
 	X(cuFuncSetAttribute) X(cuTensorMapEncodeTiled) X(cuLaunchKernelEx)
-
-#define SYMBOL_NAME(f) SYMBOL_NAME_(f)
-#define SYMBOL_NAME_(f) #f
-#define DECLARE_MEMBER(f) __typeof__(f) *f;
-static struct { DRIVER_CALLS(DECLARE_MEMBER) } drv;
-
-static void load_driver(void)
-{
-	void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
-	if (!h) {
-		fprintf(stderr, "deepgemm_route: dlopen(libcuda.so.1): %s\n", dlerror());
-		exit(EXIT_SETUP);
-	}
-#define RESOLVE(f) \
-	if (!(drv.f = (__typeof__(drv.f))dlsym(h, SYMBOL_NAME(f)))) { \
-		fprintf(stderr, "deepgemm_route: dlsym(%s) failed\n", SYMBOL_NAME(f)); \
-		exit(EXIT_SETUP); \
-	}
-	DRIVER_CALLS(RESOLVE)
-#undef RESOLVE
-}
-
-/* DeepGEMM's DG_CUDA_DRIVER_CHECK message, then the exit it stands for. */
-static void driver_check(CUresult e, const char *file, int line, int code)
-{
-	const char *name = NULL, *info = NULL;
-
-	if (e == CUDA_SUCCESS)
-		return;
-	if (drv.cuGetErrorName(e, &name) != CUDA_SUCCESS || !name)
-		name = "<unknown>";
-	if (drv.cuGetErrorString(e, &info) != CUDA_SUCCESS || !info)
-		info = "<unknown>";
-	fprintf(stderr, "CUDA driver error (%s:%d): %d (%s, %s)\n", file, line, (int)e, name, info);
-	exit(code);
-}
-#define CHECK(call) driver_check((call), __FILE__, __LINE__, EXIT_SETUP)
-#define CHECK_GEMM(call) driver_check((call), __FILE__, __LINE__, EXIT_DRIVER)
+#include "deepgemm_host.h"
 
 /* ---- host data: bf16 as raw bits, deterministic values ---- */
-
-static uint16_t bf16_from_float(float f)
-{
-	uint32_t u;
-	memcpy(&u, &f, sizeof u);
-	u += 0x7fffu + ((u >> 16) & 1u);        /* round to nearest even */
-	return (uint16_t)(u >> 16);
-}
-
-static float float_from_bf16(uint16_t h)
-{
-	uint32_t u = (uint32_t)h << 16;
-	float f;
-	memcpy(&f, &u, sizeof f);
-	return f;
-}
-
-static float unit_hash(uint64_t i, uint32_t seed)
-{
-	uint64_t z = i + 0x9e3779b97f4a7c15ull * (seed + 1ull);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	z ^= z >> 31;
-	return (float)(z >> 40) * (2.0f / 16777216.0f) - 1.0f;
-}
 
 struct problem {
 	uint32_t m;            /* rows after padding */
@@ -145,16 +80,6 @@ struct problem {
 	uint16_t *b;           /* [G][N][K] */
 	uint16_t *d;           /* [m][N], what came back from the device */
 };
-
-static void *xcalloc(size_t n, size_t size)
-{
-	void *p = calloc(n, size);
-	if (!p) {
-		fprintf(stderr, "deepgemm_route: out of memory\n");
-		exit(EXIT_SETUP);
-	}
-	return p;
-}
 
 static void fill_bf16(uint16_t *x, size_t n, uint32_t seed)
 {

@@ -100,8 +100,13 @@ def main():
     if not err <= TOLERANCE:
         return 2
 
-    # The layers on cuda:1 (device-to-device copies turn peer access on).
+    # The layers on cuda:1.  PyTorch turns peer access on for device-to-device
+    # copies, one direction per copy: both, as a job moving activations does.
+    if not (torch.cuda.can_device_access_peer(0, 1) and torch.cuda.can_device_access_peer(1, 0)):
+        print("deepgemm_torch: needs peer access between cuda:0 and cuda:1")
+        return 5
     a1, b1, idx1 = a0.to("cuda:1"), b0.to("cuda:1"), idx0.to("cuda:1")
+    a1[:1].to("cuda:0")
     d1 = torch.zeros(idx1.numel(), N, device="cuda:1", dtype=torch.bfloat16)
     a_final = torch.randn(a1.shape, device="cuda:1").bfloat16() if situation.startswith("race") else a1
     torch.cuda.synchronize(1)

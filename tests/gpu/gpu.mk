@@ -27,10 +27,10 @@ $(BUILD)/gpu/%.cubin: kernels/fixtures/%.cu kernels/fixtures/fixture_ptx.cuh
 	@mkdir -p $(@D)
 	$(NVCC) -gencode=arch=compute_90a,code=sm_90a -cubin $(if $(WERROR_FLAG),-Werror all-warnings) -o $@ $<
 
-$(BUILD)/examples/deepgemm_route: examples/deepgemm_route.c
+$(BUILD)/examples/deepgemm_route: examples/deepgemm_route.c examples/deepgemm_host.h
 	@mkdir -p $(@D)
 	$(GPU_CC) $(GPU_CFLAGS) -I$(CUDA)/include -o $@ $< -ldl -lm
 
-$(BUILD)/examples/deepgemm_redirect: examples/deepgemm_redirect.c
+$(BUILD)/examples/deepgemm_redirect: examples/deepgemm_redirect.c examples/deepgemm_host.h
 	@mkdir -p $(@D)
 	$(GPU_CC) $(GPU_CFLAGS) -I$(CUDA)/include -o $@ $< -ldl -lm

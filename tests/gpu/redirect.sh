@@ -55,7 +55,7 @@ has() {
 
 # The race situations must have raced: the chain still ran at the call.
 raced() {
-	[[ $2 != race-* ]] || has "$1" out '^deepgemm_redirect: producer still running at the call: yes'
+	[[ $2 != race-* ]] || has "$1" out '^deepgemm_(redirect|torch): producer still running at the call: yes'
 }
 
 # Under --mode redirect: correct output, a redirect reported and counted.
@@ -130,4 +130,27 @@ torch_situations() {
 		fi
 	done
 	(( ${#failed[@]} == 0 )) || fail "wrong or not redirected under --mode redirect: ${failed[*]}"
+}
+
+# need_two_devices: skips where two devices with peer access are not there.
+need_two_devices() {
+	need_gpus 2
+	need_files "$REDIRECT" "$SM90_CUBIN"
+	"$REDIRECT" bf16 contiguous silent "$SM90_CUBIN" >"$TMP/probe.out" 2>&1
+	[[ $? != 5 ]] || skip "$(tail -n 1 "$TMP/probe.out")"
+}
+
+# crossing_matrix VERDICT MODE COMBO...: matrix over the crossing situations
+# under ctxguard --mode MODE (none: without ctxguard).
+crossing_matrix() {
+	local verdict=$1 mode=$2
+	shift 2
+	need_two_devices
+	SITUATIONS=("${CROSSING_SITUATIONS[@]}")
+	RUNNER=()
+	if [[ $mode != none ]]; then
+		need_files "$CTXGUARD"
+		RUNNER=("$CTXGUARD" --mode "$mode" --)
+	fi
+	matrix "$verdict" "$@"
 }

@@ -9,12 +9,6 @@
 . "$(dirname "$0")/../lib.sh"
 # shellcheck source=tests/gpu/redirect.sh
 . "$(dirname "$0")/../redirect.sh"
-need_gpus 2
-need_files "$REDIRECT" "$SM90_CUBIN"
-"$REDIRECT" bf16 contiguous silent "$SM90_CUBIN" >"$TMP/probe.out" 2>&1
-[[ $? != 5 ]] || skip "$(tail -n 1 "$TMP/probe.out")"
-SITUATIONS=("${CROSSING_SITUATIONS[@]}")
-RUNNER=()
-matrix verdict_plain "${COMBOS_CONTIGUOUS[@]}" "${COMBOS_LAYOUTS[@]}"
+crossing_matrix verdict_plain none "${COMBOS_CONTIGUOUS[@]}" "${COMBOS_LAYOUTS[@]}"
 (( FAILED == 0 )) || fail "$FAILED combinations did not show the failure without ctxguard"
 pass "without ctxguard: races corrupt D, handle is refused, silent runs over peer access"

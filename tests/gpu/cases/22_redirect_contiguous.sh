@@ -10,12 +10,6 @@
 . "$(dirname "$0")/../lib.sh"
 # shellcheck source=tests/gpu/redirect.sh
 . "$(dirname "$0")/../redirect.sh"
-need_gpus 2
-need_files "$CTXGUARD" "$REDIRECT" "$SM90_CUBIN"
-"$REDIRECT" bf16 contiguous silent "$SM90_CUBIN" >"$TMP/probe.out" 2>&1
-[[ $? != 5 ]] || skip "$(tail -n 1 "$TMP/probe.out")"
-SITUATIONS=("${CROSSING_SITUATIONS[@]}")
-RUNNER=("$CTXGUARD" --mode redirect --)
-matrix verdict_redirected "${COMBOS_CONTIGUOUS[@]}"
+crossing_matrix verdict_redirected redirect "${COMBOS_CONTIGUOUS[@]}"
 (( FAILED == 0 )) || fail "$FAILED combinations wrong or not redirected"
 pass "every normal / contiguous DeepGEMM call correct under --mode redirect"

@@ -7,12 +7,6 @@
 . "$(dirname "$0")/../lib.sh"
 # shellcheck source=tests/gpu/redirect.sh
 . "$(dirname "$0")/../redirect.sh"
-need_gpus 2
-need_files "$CTXGUARD" "$REDIRECT" "$SM90_CUBIN"
-"$REDIRECT" bf16 contiguous silent "$SM90_CUBIN" >"$TMP/probe.out" 2>&1
-[[ $? != 5 ]] || skip "$(tail -n 1 "$TMP/probe.out")"
-SITUATIONS=("${CROSSING_SITUATIONS[@]}")
-RUNNER=("$CTXGUARD" --mode abort --)
-matrix verdict_aborted "${COMBOS_CONTIGUOUS[@]}" "${COMBOS_LAYOUTS[@]}"
+crossing_matrix verdict_aborted abort "${COMBOS_CONTIGUOUS[@]}" "${COMBOS_LAYOUTS[@]}"
 (( FAILED == 0 )) || fail "$FAILED crossing calls not stopped before the launch"
 pass "every crossing DeepGEMM call stopped before the launch under --mode abort"
