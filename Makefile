@@ -18,7 +18,7 @@ OPT     ?= -O2
 LTO     ?= -flto=auto
 
 CFLAGS  = -std=c11 -D_GNU_SOURCE $(OPT) $(LTO) -g -fPIC -fvisibility=hidden -Wall -Wextra -Werror \
-          -I$(CUDA)/include $(SAN)
+          -I$(CUDA)/include -I$(CUDA)/extras/CUPTI/include $(SAN)
 LDFLAGS_SAN = $(SAN)
 
 POLICY_SRC := $(wildcard policy/*.c)

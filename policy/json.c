@@ -122,6 +122,8 @@ size_t cg_format_json(char *buf, size_t n, const struct cg_policy *p,
 	put_string(&o, "rule", rule);
 	put_int(&o, "pid", c->pid);
 	put_int(&o, "tid", c->tid);
+	if (c->unhooked)
+		put_string(&o, "unhooked_policy_action", cg_action_name(c->asked));
 	if (c->kind == 'b') {
 		put_int(&o, "param", c->param);
 		cg_out_printf(&o, ",\"addr\":\"0x%llx\"", c->addr);

@@ -35,6 +35,7 @@ struct cg_policy {
 	int error_code;            /* CUresult returned by the error action (400) */
 	int exit_code;             /* for the ctxguard command: 0 = program's own */
 	int quiet;                 /* 1: no summary line on stderr at exit */
+	int backstop;              /* 1: the CUPTI backstop watches for unhooked launches */
 	int defaults;              /* 1: built-in rules kept after the file's */
 	char *log_path;            /* JSON-lines log; "%p" becomes the pid; NULL: none */
 	char *source;              /* where the policy came from, for the log */
@@ -117,6 +118,10 @@ struct cg_crossing {
 	unsigned long long addr;   /* operand address */
 	int addr_dev;
 	const char *operand;       /* "pointer" or a tensor map's shape */
+	/* seen by the CUPTI backstop: the launch bypassed the hooks, and
+	 * `asked` is the policy's action (one that refuses became abort) */
+	int unhooked;
+	int asked;
 };
 
 /* The report abort/warn print on stderr: the rule's message (the

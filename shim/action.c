@@ -68,6 +68,12 @@ void cg_crossing_init(struct cg_crossing *c, char kind, const char *api, const s
 CUresult cg_act(struct cg_crossing *c, const struct cg_fn *fn)
 {
 	int action = cg_policy_action(cg_policy, c->rule);
+	if (CG_UNLIKELY(cg_backstop_checking)) {
+		c->unhooked = 1;
+		c->asked = action;
+		if (action >= CG_ACT_ERROR)
+			action = CG_ACT_ABORT;
+	}
 	c->action = action;
 	c->pid = getpid();
 	c->tid = syscall(SYS_gettid);

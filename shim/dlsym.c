@@ -13,6 +13,8 @@ static CG_NO_SANITIZE void *hooked(void *p, const char *name)
 		return p;
 	void *h = cg_hook_for_real(p);
 	if (!h)
+		h = cg_backstop_hook_for(name, p);
+	if (!h)
 		return p;
 	cg_count(CG_C_HOOKED_DLSYM);
 	return h;

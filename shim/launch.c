@@ -62,7 +62,7 @@ CG_CHECKED(cuLaunchGrid, cg_check_launch(v->symbol, f, NULL, NULL, NULL, NULL))
 CG_CHECKED(cuLaunchGridAsync, cg_check_launch(v->symbol, f, NULL, hStream, NULL, NULL))
 
 /* One launch per device: each is checked. */
-static CUresult check_each(const char *api, const CUDA_LAUNCH_PARAMS *list, unsigned n)
+CUresult cg_check_each(const char *api, const CUDA_LAUNCH_PARAMS *list, unsigned n)
 {
 	for (unsigned i = 0; list && i < n; i++) {
 		CUresult rc = cg_check_launch(api, list[i].function, NULL, list[i].hStream,
@@ -74,4 +74,4 @@ static CUresult check_each(const char *api, const CUDA_LAUNCH_PARAMS *list, unsi
 }
 
 CG_CHECKED(cuLaunchCooperativeKernelMultiDevice,
-	   check_each(v->symbol, launchParamsList, numDevices))
+	   cg_check_each(v->symbol, launchParamsList, numDevices))

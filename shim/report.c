@@ -142,13 +142,18 @@ void cg_log_event(const char *event, const char *fmt, ...)
  * through a file it names in CTXGUARD_STATUS: one line per crossing. */
 void cg_status_crossing(int action)
 {
+	cg_status_word(cg_action_name(action));
+}
+
+void cg_status_word(const char *word)
+{
 	if (!status_fd_open)
 		return;
 	int fd = open(status_path, O_WRONLY | O_APPEND | O_CLOEXEC);
 	if (fd < 0)
 		return;
 	char line[64];
-	int n = snprintf(line, sizeof line, "%s %ld\n", cg_action_name(action), (long)getpid());
+	int n = snprintf(line, sizeof line, "%s %ld\n", word, (long)getpid());
 	write_all(fd, line, (size_t)n);
 	close(fd);
 }
@@ -195,6 +200,8 @@ void cg_report_summary(void)
 	unsigned long launches = total(CG_C_LAUNCHES);
 	unsigned long a = total(CG_C_CROSS_ABORT), e = total(CG_C_CROSS_ERROR),
 		      w = total(CG_C_CROSS_WARN), o = total(CG_C_CROSS_OFF);
+	char backstop[2048], backstop_json[2048];
+	cg_backstop_summary(backstop, sizeof backstop, backstop_json, sizeof backstop_json);
 	char calls[4096];
 	size_t n = 0;
 	calls[0] = 0;
@@ -208,12 +215,13 @@ void cg_report_summary(void)
 		     "\"modules\":%zu,\"functions\":%zu,\"experts\":%zu,\"launches\":%lu,"
 		     "\"crossings\":{\"abort\":%lu,\"error\":%lu,\"warn\":%lu,\"off\":%lu},"
 		     "\"hooked_by_dlsym\":%lu,\"hooked_by_getprocaddress\":%lu,"
-		     "\"tensor_map_address_word\":%d,\"calls\":{%s}",
+		     "\"tensor_map_address_word\":%d,\"calls\":{%s}%s",
 		     mods, fns, experts, launches, a, e, w, o, total(CG_C_HOOKED_DLSYM),
-		     total(CG_C_HOOKED_PROCADDR), cg_tmap_address_word(), calls);
+		     total(CG_C_HOOKED_PROCADDR), cg_tmap_address_word(), calls, backstop_json);
 	if (!cg_policy->quiet)
 		cg_stderr("ctxguard: pid %ld: %zu modules, %zu functions tracked (%zu expert), "
 			  "%lu launches checked, %lu crossings (abort %lu, error %lu, warn %lu, "
-			  "off %lu)\n",
-			  (long)getpid(), mods, fns, experts, launches, a + e + w + o, a, e, w, o);
+			  "off %lu)%s\n",
+			  (long)getpid(), mods, fns, experts, launches, a + e + w + o, a, e, w, o,
+			  backstop);
 }
