@@ -11,6 +11,8 @@
 #                                 may make on a launch
 #   bench-overhead                builds it, runs bench/run_overhead.py (a GPU
 #                                 machine; build/libctxguard.so must exist)
+#   bench-backstop                its backstop row only: ctxguard with and
+#                                 without the CUPTI backstop
 BUILD ?= build
 CUDA ?= /usr/local/cuda
 BENCH_CC ?= $(CC)
@@ -30,6 +32,11 @@ $(BUILD)/bench/driver_queries: bench/driver_queries.c
 .PHONY: bench-overhead
 bench-overhead: $(BUILD)/bench/launch_overhead $(LIB)
 	bench/run_overhead.py $(BUILD)
+
+# CUPTI backstop's cost per launch, ctxguard with and without it (GPU machine).
+.PHONY: bench-backstop
+bench-backstop: $(BUILD)/bench/launch_overhead $(LIB)
+	ROWS=backstop bench/run_overhead.py $(BUILD)
 
 # The shim's cost per launch in instructions, on the fake driver (no GPU).
 $(BUILD)/bench/hotpath: bench/hotpath.c $(FAKE_LIB)

@@ -306,13 +306,22 @@ static void make_room(void)
 }
 
 /* The program's own cuptiSubscribe[_v2]: what its dlsym found, else the
- * next definition after ours (its libcupti). */
+ * next definition after ours, else the loaded libcupti's (one a library
+ * brought in with RTLD_LOCAL is not "next"). */
 static _Atomic(void *) program_subscribe, program_subscribe_v2;
 
 static void *real_for(_Atomic(void *) *found, const char *name)
 {
 	void *p = atomic_load(found);
-	return p ? p : cg_real_dlsym(RTLD_NEXT, name);
+	if (!p)
+		p = cg_real_dlsym(RTLD_NEXT, name);
+	char path[PATH_MAX];
+	void *h;
+	if (!p && dl_iterate_phdr(find_loaded, path) && (h = dlopen(path, RTLD_NOW | RTLD_NOLOAD))) {
+		p = cg_real_dlsym(h, name);
+		dlclose(h);
+	}
+	return p;
 }
 
 CG_EXPORT CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle *subscriber,
