@@ -4,7 +4,8 @@
  *
  *   unhooked LAUNCH CASE [CUPTI]
  *   LAUNCH hooked (the exported cuLaunchKernel: through the hooks) |
- *          launch | launch_ptsz | launchex | coop | multidev | graph
+ *          launch | launch_ptsz | launchex | coop | multidev | graph |
+ *          threads (THREADS x LAUNCHES cuLaunchKernel past the hooks at once)
  *   CASE   same   loaded and launched in device 0's context
  *          cross  loaded in device 0's context, launched with device 1's current
  *   CUPTI  none (default) | before: subscribes before the first CUDA call |
@@ -20,6 +21,7 @@
 #include <cuda.h>
 #include <cupti.h>
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,7 +29,7 @@
 
 #define EXPERT "_ZN9deep_gemm19sm90_bf16_gemm_implILj0EEEvPijjj14CUtensorMap_stS2_S2_"
 
-static void die(const char *what)
+static __attribute__((noreturn)) void die(const char *what)
 {
 	fprintf(stderr, "unhooked: %s\n", what);
 	exit(1);
@@ -98,6 +100,24 @@ static void *raw(const char *base, int per_thread)
 
 #define D(name) ((__typeof__(&name))sym(#name))
 
+enum { THREADS = 8, LAUNCHES = 50 };
+struct worker {
+	CUcontext ctx;
+	CUfunction f;
+	void **params;
+	CUresult rc;
+};
+
+static void *work(void *arg)
+{
+	struct worker *w = arg;
+	__typeof__(&cuLaunchKernel) launch = (__typeof__(&cuLaunchKernel))raw("cuLaunchKernel", 0);
+	w->rc = D(cuCtxSetCurrent)(w->ctx);
+	for (int i = 0; i < LAUNCHES && w->rc == CUDA_SUCCESS; i++)
+		w->rc = launch(w->f, 1, 1, 1, 32, 1, 1, 0, NULL, w->params, NULL);
+	return NULL;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3)
@@ -162,6 +182,22 @@ int main(int argc, char **argv)
 					.hStream = s, .kernelParams = params};
 		rc = ((__typeof__(&cuLaunchCooperativeKernelMultiDevice))raw(
 			"cuLaunchCooperativeKernelMultiDevice", 0))(&p, 1, 0);
+	} else if (strcmp(api, "threads") == 0) {
+		pthread_t t[THREADS];
+		struct worker w[THREADS];
+		CUcontext cur;
+		CHECK(D(cuCtxGetCurrent)(&cur));
+		for (int i = 0; i < THREADS; i++) {
+			w[i] = (struct worker){cur, f, params, CUDA_SUCCESS};
+			if (pthread_create(&t[i], NULL, work, &w[i]))
+				die("pthread_create");
+		}
+		rc = CUDA_SUCCESS;
+		for (int i = 0; i < THREADS; i++) {
+			pthread_join(t[i], NULL);
+			if (w[i].rc != CUDA_SUCCESS)
+				rc = w[i].rc;
+		}
 	} else if (strcmp(api, "graph") == 0) {
 		rc = ((__typeof__(&cuGraphLaunch))raw("cuGraphLaunch", 0))(exec, s);
 	} else {
