@@ -353,7 +353,9 @@ CG_EXPORT CUptiResult CUPTIAPI cuptiSubscribe_v2(CUpti_SubscriberHandle *subscri
 
 void *cg_backstop_hook_for(const char *name, void *real)
 {
-	if (strncmp(name, "cuptiSubscribe", 14) != 0)
+	/* A lookup that found our own export (RTLD_DEFAULT) is no real one. */
+	if (strncmp(name, "cuptiSubscribe", 14) != 0 || real == (void *)cuptiSubscribe ||
+	    real == (void *)cuptiSubscribe_v2)
 		return NULL;
 	if (strcmp(name + 14, "") == 0) {
 		atomic_store(&program_subscribe, real);

@@ -104,6 +104,10 @@ static const struct outcome {
 	{"a later profiler gets CUPTI", "abort", "on", "launch", "cross", "after", NULL, 3, 0,
 	 {"ctxguard: backstop off: a profiler took CUPTI's callbacks", "backstop off: unhooked 0"},
 	 {NULL}, "subscribe: 0\nlaunch: 400\nprofiler callbacks: 1\n"},
+	{"a later profiler calling ctxguard's export gets CUPTI", "abort", "on", "launch", "cross",
+	 "after_global", NULL, 3, 0,
+	 {"ctxguard: backstop off: a profiler took CUPTI's callbacks", "backstop off: unhooked 0"},
+	 {NULL}, "subscribe: 0\nlaunch: 400\nprofiler callbacks: 1\n"},
 };
 
 START_TEST(each_outcome)

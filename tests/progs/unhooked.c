@@ -9,7 +9,9 @@
  *   CASE   same   loaded and launched in device 0's context
  *          cross  loaded in device 0's context, launched with device 1's current
  *   CUPTI  none (default) | before: subscribes before the first CUDA call |
- *          after: subscribes after the set-up, as a profile starting later
+ *          after: subscribes after the set-up, as a profile starting later |
+ *          after_global: the same, with CUPTI loaded RTLD_GLOBAL and its
+ *          subscribe looked up by name (RTLD_DEFAULT: ctxguard's export)
  *
  * CUPTI is the library CTXGUARD_CUPTI names.  Prints "subscribe: N" (the
  * program's own cuptiSubscribe), "launch: <CUresult>" and, when it
@@ -57,15 +59,15 @@ static void CUPTIAPI profiler(void *ud, CUpti_CallbackDomain d, CUpti_CallbackId
 }
 
 /* The program's own subscriber, on every launch API the fake traces. */
-static void take_cupti(void)
+static void take_cupti(int global)
 {
 	const char *path = getenv("CTXGUARD_CUPTI");
-	void *h = path ? dlopen(path, RTLD_NOW) : NULL;
+	void *h = path ? dlopen(path, RTLD_NOW | (global ? RTLD_GLOBAL : RTLD_LOCAL)) : NULL;
 	if (!h)
 		die("cannot load CTXGUARD_CUPTI");
 	CUptiResult (*sub)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *) =
 		(CUptiResult(*)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *))dlsym(
-			h, "cuptiSubscribe");
+			global ? RTLD_DEFAULT : h, "cuptiSubscribe");
 	CUptiResult (*domain)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain) =
 		(CUptiResult(*)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain))dlsym(
 			h, "cuptiEnableDomain");
@@ -124,7 +126,7 @@ int main(int argc, char **argv)
 		die("usage: unhooked LAUNCH CASE [none|before|after]");
 	const char *api = argv[1], *scase = argv[2], *when = argc > 3 ? argv[3] : "none";
 	if (strcmp(when, "before") == 0)
-		take_cupti();
+		take_cupti(0);
 	if (!(cuda = dlopen("libcuda.so.1", RTLD_NOW)))
 		die("dlopen libcuda.so.1");
 	CUdevice dev0, dev1;
@@ -159,8 +161,8 @@ int main(int argc, char **argv)
 		CHECK(D(cuCtxSetCurrent)(ctx1));
 	CUstream s;
 	CHECK(D(cuStreamCreate)(&s, 0));
-	if (strcmp(when, "after") == 0)
-		take_cupti();
+	if (strncmp(when, "after", 5) == 0)
+		take_cupti(when[5] != 0);
 
 	CUresult rc;
 	if (strcmp(api, "hooked") == 0) {
