@@ -219,16 +219,15 @@ static void *load_cupti(char *where, size_t n)
 	const char *home = getenv("CUDA_HOME");
 	if (!home || !*home)
 		home = "/usr/local/cuda";
-	for (size_t i = 0; i < 2 * sizeof names / sizeof names[0]; i++) {
-		size_t k = i % (sizeof names / sizeof names[0]);
-		if (i < sizeof names / sizeof names[0])
-			snprintf(cupti_path, sizeof cupti_path, "%s/extras/CUPTI/lib64/%s", home,
-				 names[k]);
-		else
-			snprintf(cupti_path, sizeof cupti_path, "%s", names[k]);
-		if ((h = dlopen(cupti_path, RTLD_NOW | RTLD_LOCAL)))
-			return h;
-	}
+	char toolkit[PATH_MAX];
+	snprintf(toolkit, sizeof toolkit, "%s/extras/CUPTI/lib64/", home);
+	const char *const dirs[] = {toolkit, ""};      /* "": the loader's path */
+	for (size_t d = 0; d < sizeof dirs / sizeof dirs[0]; d++)
+		for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
+			snprintf(cupti_path, sizeof cupti_path, "%s%s", dirs[d], names[k]);
+			if ((h = dlopen(cupti_path, RTLD_NOW | RTLD_LOCAL)))
+				return h;
+		}
 	snprintf(where, n,
 		 "libcupti not found (CTXGUARD_CUPTI unset, none loaded, none in "
 		 "%s/extras/CUPTI/lib64 or on the loader's path); set CTXGUARD_CUPTI=/path/to/"
