@@ -61,6 +61,10 @@ static char cupti_path[PATH_MAX];
  * profiler's; no driver call is made under it. */
 static _Atomic(CUpti_SubscriberHandle) ours;
 static pthread_mutex_t sub_lock = PTHREAD_MUTEX_INITIALIZER;
+/* The program subscribed (or tried): CUPTI is its own from then on.  Also
+ * keeps ctxguard, starting from inside that very call (CUPTI loading the
+ * driver), from re-entering CUPTI's subscribe. */
+static _Atomic int taken;
 static _Atomic int asked, off_once, off_said;
 static char off_reason[256];          /* written once, then off_said */
 
@@ -240,7 +244,8 @@ static void *load_cupti(char *where, size_t n)
 static void subscribe(void)
 {
 	CUpti_SubscriberHandle s;
-	CUptiResult r = cupti.subscribe(&s, on_api, NULL);
+	CUptiResult r = atomic_load(&taken) ? CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
+					    : cupti.subscribe(&s, on_api, NULL);
 	if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
 		off("%s%s", "another tool (Nsight Systems, Nsight Compute, a profiler) holds "
 			    "CUPTI's callbacks; running without the backstop", "");
@@ -295,6 +300,7 @@ void cg_backstop_start(void)
 static void make_room(void)
 {
 	pthread_mutex_lock(&sub_lock);
+	atomic_store(&taken, 1);
 	CUpti_SubscriberHandle s = atomic_exchange(&ours, NULL);
 	if (s)
 		cupti.unsubscribe(s);
