@@ -19,7 +19,8 @@
 _Thread_local unsigned char cg_hooked_call CG_TLS;
 _Thread_local unsigned char cg_backstop_checking CG_TLS;
 
-enum shape { LAUNCH, LAUNCH_EX, COOP, MULTI, GRAPH };
+/* LEGACY: cuLaunch, cuLaunchGrid (NULL stream); LEGACY_ASYNC: cuLaunchGridAsync. */
+enum shape { LAUNCH, LAUNCH_EX, COOP, MULTI, LEGACY, LEGACY_ASYNC, GRAPH };
 
 /* The _ptsz forms share their base form's parameter layout. */
 _Static_assert(sizeof(cuLaunchKernel_params) == sizeof(cuLaunchKernel_ptsz_params), "layout");
@@ -41,6 +42,9 @@ static const struct watch {
 	W(cuLaunchCooperativeKernel, COOP),
 	W(cuLaunchCooperativeKernel_ptsz, COOP),
 	W(cuLaunchCooperativeKernelMultiDevice, MULTI),
+	W(cuLaunch, LEGACY),
+	W(cuLaunchGrid, LEGACY),
+	W(cuLaunchGridAsync, LEGACY_ASYNC),
 	W(cuGraphLaunch, GRAPH),
 	W(cuGraphLaunch_ptsz, GRAPH),
 };
@@ -163,6 +167,17 @@ static void unhooked(const struct watch *w, const void *params)
 					     ? kernel_name(p->launchParamsList[0].function)
 					     : "<no launch>");
 		cg_check_each(w->api, p->launchParamsList, p->numDevices);
+		break;
+	}
+	case LEGACY:
+	case LEGACY_ASYNC: {
+		/* The function comes first in all three; parameters were set
+		 * by cuParamSet*, which the hooks do not read either. */
+		const cuLaunchGridAsync_params *p = params;
+		if (first)
+			note(w->api, kernel_name(p->f));
+		cg_check_launch(w->api, p->f, NULL, w->shape == LEGACY_ASYNC ? p->hStream : NULL,
+				NULL, NULL);
 		break;
 	}
 	case GRAPH:

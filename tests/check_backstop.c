@@ -14,10 +14,10 @@
 
 #define EXPERT "_ZN9deep_gemm19sm90_bf16_gemm_implILj0EEEvPijjj14CUtensorMap_stS2_S2_"
 static const char *const unhooked_apis[] = {"launch", "launch_ptsz", "launchex", "coop",
-					    "multidev"};
+					    "multidev", "legacy"};
 static const char *const api_names[] = {"cuLaunchKernel", "cuLaunchKernel_ptsz",
 					"cuLaunchKernelEx", "cuLaunchCooperativeKernel",
-					"cuLaunchCooperativeKernelMultiDevice"};
+					"cuLaunchCooperativeKernelMultiDevice", "cuLaunchGridAsync"};
 #define N(a) ((int)(sizeof a / sizeof a[0]))
 
 static struct run r;

@@ -89,8 +89,8 @@ void fake_after_next(const char *api, void (*fn)(void *), void *arg);
 int fake_tensor_map_address(const CUtensorMap *map, CUdeviceptr *addr);
 
 /* CUPTI's view of the launch entry points (cuLaunchKernel[Ex], the
- * cooperative forms, their _ptsz variants, the multi-device form,
- * cuGraphLaunch[_ptsz]): t is called at entry (site 0, CUPTI_API_ENTER; rc
+ * cooperative forms, their _ptsz variants, the multi-device form, the
+ * deprecated cuLaunch/cuLaunchGrid[Async], cuGraphLaunch[_ptsz]): t is called at entry (site 0, CUPTI_API_ENTER; rc
  * NULL) and at exit (site 1, with the result) with the CUPTI driver cbid,
  * the API name and the cu*_params struct of generated_cuda_meta.h.  The
  * fake libcupti (build/fake/cupti/libcupti.so) installs itself here; NULL

@@ -4,7 +4,7 @@
  *
  *   unhooked LAUNCH CASE [CUPTI]
  *   LAUNCH hooked (the exported cuLaunchKernel: through the hooks) |
- *          launch | launch_ptsz | launchex | coop | multidev | graph |
+ *          launch | launch_ptsz | launchex | coop | multidev | legacy | graph |
  *          threads (THREADS x LAUNCHES cuLaunchKernel past the hooks at once)
  *   CASE   same   loaded and launched in device 0's context
  *          cross  loaded in device 0's context, launched with device 1's current
@@ -184,6 +184,8 @@ int main(int argc, char **argv)
 					.hStream = s, .kernelParams = params};
 		rc = ((__typeof__(&cuLaunchCooperativeKernelMultiDevice))raw(
 			"cuLaunchCooperativeKernelMultiDevice", 0))(&p, 1, 0);
+	} else if (strcmp(api, "legacy") == 0) {
+		rc = ((__typeof__(&cuLaunchGridAsync))raw("cuLaunchGridAsync", 0))(f, 1, 1, NULL);
 	} else if (strcmp(api, "threads") == 0) {
 		pthread_t t[THREADS];
 		struct worker w[THREADS];
