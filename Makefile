@@ -35,7 +35,7 @@ endif
 export LTO
 
 CFLAGS  = -std=c11 -D_GNU_SOURCE $(OPT) $(LTO) -g -fPIC -fvisibility=hidden -Wall -Wextra \
-          $(WERROR_FLAG) -I$(CUDA)/include $(SAN) $(EXTRA_CFLAGS)
+          $(WERROR_FLAG) -I$(CUDA)/include -I$(CUDA)/extras/CUPTI/include $(SAN) $(EXTRA_CFLAGS)
 # The one place the version is written; the log records carry it.
 CFLAGS += -DCTXGUARD_VERSION='"$(VERSION)"'
 LDFLAGS_SAN = $(SAN)

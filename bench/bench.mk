@@ -13,6 +13,8 @@
 #                                 machine; build/libctxguard.so must exist)
 #   bench-redirect                a redirected DeepGEMM call vs a plain
 #                                 bundled launch (two GPUs, torch)
+#   bench-backstop                its backstop row only: ctxguard with and
+#                                 without the CUPTI backstop
 BUILD ?= build
 CUDA ?= /usr/local/cuda
 BENCH_CC ?= $(CC)
@@ -32,6 +34,11 @@ $(BUILD)/bench/driver_queries: bench/driver_queries.c
 .PHONY: bench-overhead
 bench-overhead: $(BUILD)/bench/launch_overhead $(LIB)
 	bench/run_overhead.py $(BUILD)
+
+# CUPTI backstop's cost per launch, ctxguard with and without it (GPU machine).
+.PHONY: bench-backstop
+bench-backstop: $(BUILD)/bench/launch_overhead $(LIB)
+	ROWS=backstop bench/run_overhead.py $(BUILD)
 
 # The shim's cost per launch in instructions, on the fake driver (no GPU).
 $(BUILD)/bench/hotpath: bench/hotpath.c $(FAKE_LIB)

@@ -24,6 +24,9 @@ median of one pair's rounds), against the target:
   expert   cuLaunchKernelEx, DeepGEMM-shaped kernel, every
            pointer and TMA descriptor checked                  <= 1.03
   moe      forward of the two-GPU MoE of GPU case 13           <= 1.005
+  backstop the driver row with ctxguard on both sides, the CUPTI
+           backstop on the "shim" side (CUPTI's own callback cost;
+           skipped when the backstop cannot start)                <= 1.15
 
 usage: bench/run_overhead.py [BUILD_DIR]        (make bench-overhead)
 env: PAIRS of fresh copies (12; the moe row, whose copies take ~15 s to
@@ -34,7 +37,7 @@ env: PAIRS of fresh copies (12; the moe row, whose copies take ~15 s to
      all).  A row passes when the median of all per-round ratios meets its
      target.  Exits 1 when a copy fails or a row misses its target; the moe
      row is skipped without two GPUs or transformers and accelerate (the
-     copy exits 77).
+     copy exits 77); CTXGUARD_CUPTI is passed to the backstop row's copies.
 """
 import os
 import statistics
@@ -77,8 +80,8 @@ class Skip(Exception):
     pass
 
 
-def measure(argv, batch, rounds, shim_env, on):
-    sides = {"plain": copy(argv, {}, on), "shim": copy(argv, shim_env, on)}
+def measure(argv, batch, rounds, plain_env, shim_env, on):
+    sides = {"plain": copy(argv, plain_env, on), "shim": copy(argv, shim_env, on)}
     try:
         for name, p in sides.items():
             first = answer(p, name)
@@ -96,6 +99,12 @@ def measure(argv, batch, rounds, shim_env, on):
                 sides[name].stdin.write(f"{batch}\n")
                 sides[name].stdin.flush()
                 got[name].append(float(answer(sides[name], name)))
+        sides["shim"].stdin.close()
+        sides["shim"].wait(timeout=60)
+        # the backstop says on stderr when it could not start
+        off = [l for l in sides["shim"].stderr.read().splitlines() if "backstop off" in l]
+        if off:
+            raise Skip(off[0])
         return got
     finally:
         for p in sides.values():
@@ -124,12 +133,17 @@ def main():
     forwards = int(os.environ.get("FORWARDS", "4"))
     python = os.environ.get("PYTHON", sys.executable)
     shim = {"LD_PRELOAD": lib, "CTXGUARD_POLICY": "none", "CTXGUARD_QUIET": "1"}
+    backstop = dict(shim, CTXGUARD_BACKSTOP="on")
+    if os.environ.get("CTXGUARD_CUPTI"):       # libcupti where ctxguard would not look
+        backstop["CTXGUARD_CUPTI"] = os.environ["CTXGUARD_CUPTI"]
     rows = [
-        ("driver", "us/launch", 1.01, [bench, "driver", "serve"], launches, pairs),
-        ("runtime", "us/launch", 1.01, [bench, "runtime", "serve"], launches, pairs),
-        ("expert", "us/launch", 1.03, [bench, "expert", "serve"], launches, pairs),
+        ("driver", "us/launch", 1.01, [bench, "driver", "serve"], launches, pairs, {}, shim),
+        ("runtime", "us/launch", 1.01, [bench, "runtime", "serve"], launches, pairs, {}, shim),
+        ("expert", "us/launch", 1.03, [bench, "expert", "serve"], launches, pairs, {}, shim),
         ("moe", "ms/forward", 1.005, [python, "bench/moe_forward.py", "serve"], forwards,
-         moe_pairs),
+         moe_pairs, {}, shim),
+        ("backstop", "us/launch", 1.15, [bench, "driver", "serve"], launches, pairs, shim,
+         backstop),
     ]
     wanted = os.environ.get("ROWS")
     if wanted:
@@ -140,14 +154,16 @@ def main():
         rows = [r for r in rows if r[0] in wanted.split(",")]
     on = cpus()
     table, failed = [], False
-    for name, unit, target, argv, batch, npairs in rows:
+    for name, unit, target, argv, batch, npairs, plain_env, shim_env in rows:
         print(f"== {name}: {npairs} pairs x {rounds} rounds of {batch} per side, plain and shim "
-              f"alternating on CPUs {sorted(on)}: {' '.join(argv)}", flush=True)
+              f"alternating on CPUs {sorted(on)}: {' '.join(argv)}"
+              f"{' (plain: ctxguard; shim: ctxguard + backstop)' if plain_env else ''}",
+              flush=True)
         got = {"plain": [], "shim": []}
         per_pair = []
         try:
             for pair in range(npairs):
-                one = measure(argv, batch, rounds, shim, on)
+                one = measure(argv, batch, rounds, plain_env, shim_env, on)
                 for i, (p, s) in enumerate(zip(one["plain"], one["shim"])):
                     print(f"  pair {pair + 1:2d} round {i + 1:2d}: plain {p:.4f}  shim {s:.4f}  "
                           f"ratio {s / p:.4f}")

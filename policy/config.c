@@ -196,6 +196,8 @@ static const struct setting {
 	{"exit_code", "CTXGUARD_EXIT_CODE", V_EXIT_CODE,
 	 offsetof(struct cg_policy, exit_code)},
 	{"quiet", "CTXGUARD_QUIET", V_BOOL, offsetof(struct cg_policy, quiet)},
+	{"backstop", "CTXGUARD_BACKSTOP", V_BOOL,
+	 offsetof(struct cg_policy, backstop)},
 	{"log", "CTXGUARD_LOG", V_PATH, offsetof(struct cg_policy, log_path)},
 	{"redirect", "CTXGUARD_REDIRECT", V_REDIRECT, offsetof(struct cg_policy, redirect)},
 	{"redirect_fallback", "CTXGUARD_REDIRECT_FALLBACK", V_FALLBACK,

@@ -124,6 +124,8 @@ size_t cg_format_json(char *buf, size_t n, const struct cg_policy *p,
 	put_string(&o, "launch_uuid", c->launch_uuid);
 	put_pointer(&o, "stream", (uintptr_t)c->stream);
 	put_string(&o, "rule", rule);
+	if (c->unhooked)
+		put_string(&o, "unhooked_policy_action", cg_action_name(c->asked));
 	if (c->kind == 'b') {
 		put_int(&o, "noperands", (long)c->noperands);
 		cg_out_puts(&o, ",\"operands\":[");

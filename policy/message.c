@@ -84,6 +84,11 @@ static void put_verdict(struct cg_out *o, const struct cg_policy *p,
 		cg_out_printf(o, ": %zu operands live on another device\n", c->noperands);
 	else
 		cg_out_puts(o, ": an operand lives on another device\n");
+	if (c->unhooked)
+		cg_out_printf(o, "ctxguard: seen by the CUPTI backstop: this launch bypassed"
+			      " ctxguard's hooks, and CUPTI cannot refuse a call%s\n",
+			      c->asked != c->action ? ", so the policy's refusal became abort"
+			      : "");
 }
 
 size_t cg_format_report(char *buf, size_t n, const struct cg_policy *p,

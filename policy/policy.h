@@ -41,6 +41,7 @@ struct cg_policy {
 	int quiet;                 /* 1: no summary line on stderr at exit */
 	int redirect;              /* enum cg_redirect (bundled) */
 	int redirect_fallback;     /* abort (default) or error: redirect impossible */
+	int backstop;              /* 1: the CUPTI backstop watches for unhooked launches */
 	int defaults;              /* 1: built-in rules kept after the file's */
 	char *log_path;            /* JSON-lines log (%p pid, %h host, %r rank), or
 				    * "syslog[:SOCKET]"; NULL: none */
@@ -137,6 +138,10 @@ struct cg_crossing {
 	/* action redirect */
 	int redirect_dev;          /* where the work ran */
 	const char *redirect_via;  /* bundled entry point, or "re-homed" */
+	/* seen by the CUPTI backstop: the launch bypassed the hooks, and
+	 * `asked` is the policy's action (one that refuses became abort) */
+	int unhooked;
+	int asked;
 };
 
 /* The report abort/warn print on stderr: the rule's message (the

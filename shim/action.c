@@ -71,6 +71,12 @@ void cg_crossing_init(struct cg_crossing *c, char kind, const char *api, const s
 CUresult cg_act(struct cg_crossing *c, const struct cg_fn *fn)
 {
 	int action = cg_policy_action(cg_policy, c->rule);
+	if (CG_UNLIKELY(cg_backstop_checking)) {
+		c->unhooked = 1;
+		c->asked = action;
+		if (action >= CG_ACT_ERROR)
+			action = CG_ACT_ABORT;
+	}
 	if (action == CG_ACT_REDIRECT) {
 		cg_redirect_note(c, fn);
 		return CG_REDIRECTED;

@@ -30,6 +30,10 @@ static const char usage[] =
 	"  --metrics FILE               Prometheus counters written at exit (CTXGUARD_METRICS)\n"
 	"  --error-exitcode N           exit with N when a crossing was reported (CTXGUARD_EXIT_CODE)\n"
 	"  --quiet                      no per-process summary line (CTXGUARD_QUIET=1)\n"
+	"  --backstop                   also check launches that bypass the hooks, through CUPTI\n"
+	"                               (CTXGUARD_BACKSTOP=on; CTXGUARD_CUPTI: libcupti's path)\n"
+	"  --audit                      --backstop, and --error-exitcode also fires when a launch\n"
+	"                               bypassed the hooks or the backstop could not watch\n"
 	"  --library PATH               libctxguard.so to preload (CTXGUARD_LIBRARY)\n";
 
 static void die(const char *fmt, const char *arg)
@@ -81,7 +85,7 @@ static void forward(int sig)
 
 int main(int argc, char **argv)
 {
-	int i = 1;
+	int i = 1, audit = 0;
 	const char *library = NULL;
 	for (; i < argc; i++) {
 		const char *a = argv[i];
@@ -97,6 +101,11 @@ int main(int argc, char **argv)
 		}
 		if (strcmp(a, "--quiet") == 0) {
 			setenv_checked("CTXGUARD_QUIET", "1");
+			continue;
+		}
+		if (strcmp(a, "--backstop") == 0 || strcmp(a, "--audit") == 0) {
+			setenv_checked("CTXGUARD_BACKSTOP", "on");
+			audit |= a[2] == 'a';
 			continue;
 		}
 		if (i + 1 >= argc)
@@ -182,23 +191,38 @@ int main(int argc, char **argv)
 	while (waitpid(child, &ws, 0) < 0 && errno == EINTR)
 		;
 
-	unsigned long counts[CG_ACT_REDIRECT + 1] = {0};
+	unsigned long counts[CG_ACT_REDIRECT + 1] = {0}, unhooked = 0, unwatched = 0;
 	FILE *f = fopen(status, "r");
 	char line[128];
 	while (f && fgets(line, sizeof line, f)) {
 		char word[16];
-		if (sscanf(line, "%15s", word) == 1 && cg_action_parse(word) >= 0)
+		if (sscanf(line, "%15s", word) != 1)
+			continue;
+		if (cg_action_parse(word) >= 0)
 			counts[cg_action_parse(word)]++;
+		unhooked += strcmp(word, "unhooked") == 0;
+		unwatched += strcmp(word, "unwatched") == 0;
 	}
 	if (f)
 		fclose(f);
 	unlink(status);
-	unsigned long crossings = counts[CG_ACT_WARN] + counts[CG_ACT_ERROR] + counts[CG_ACT_ABORT];
+	unsigned long crossings = counts[CG_ACT_WARN] + counts[CG_ACT_ERROR] +
+				  counts[CG_ACT_ABORT] + counts[CG_ACT_REDIRECT];
 	if (crossings)
-		fprintf(stderr, "ctxguard: %lu crossing%s reported (abort %lu, error %lu, warn %lu)\n",
-			crossings, crossings == 1 ? "" : "s", counts[CG_ACT_ABORT],
-			counts[CG_ACT_ERROR], counts[CG_ACT_WARN]);
-	if (crossings && exit_code)
+		fprintf(stderr, "ctxguard: %lu crossing%s reported (abort %lu, error %lu, warn %lu, "
+			"redirect %lu)\n", crossings, crossings == 1 ? "" : "s",
+			counts[CG_ACT_ABORT], counts[CG_ACT_ERROR], counts[CG_ACT_WARN],
+			counts[CG_ACT_REDIRECT]);
+	/* The backstop's processes report once each: a launch that bypassed
+	 * the hooks, or a backstop that could not watch. */
+	if (unhooked)
+		fprintf(stderr, "ctxguard: %lu process%s launched kernels that bypassed the hooks "
+			"(unhooked; see each summary)\n", unhooked, unhooked == 1 ? "" : "es");
+	if (unwatched)
+		fprintf(stderr, "ctxguard: %lu process%s ran without the backstop: %s\n", unwatched,
+			unwatched == 1 ? "" : "es",
+			audit ? "the audit is incomplete" : "launches past the hooks went unseen");
+	if ((crossings || (audit && (unhooked || unwatched))) && exit_code)
 		return exit_code;
 	if (WIFSIGNALED(ws))
 		return 128 + WTERMSIG(ws);

@@ -9,10 +9,14 @@ static CG_NO_SANITIZE void *hooked(void *p, const char *name)
 {
 	/* Only libcuda's names can map to a wrapper; everything else (and
 	 * every call made while ctxguard initialises) passes untouched. */
-	if (!p || name[0] != 'c' || name[1] != 'u' || cg_in_hook || !cg_ready())
+	if (!p || name[0] != 'c' || name[1] != 'u' || cg_in_hook)
 		return p;
-	void *h = cg_hook_for_real(p);
-	if (!h)
+	/* CUPTI's subscribe, even before start-up: a profiler that looks it
+	 * up early must still get the backstop's place when it calls. */
+	void *h = cg_backstop_hook_for(name, p);
+	if (h)
+		return h;
+	if (!cg_ready() || !(h = cg_hook_for_real(p)))
 		return p;
 	cg_count(CG_C_HOOKED_DLSYM);
 	return h;

@@ -69,7 +69,7 @@ static __attribute__((noinline, cold)) CUresult redirect(const struct cg_variant
 	if (!config.hStream && strstr(v->symbol, "_ptsz"))
 		config.hStream = CU_STREAM_PER_THREAD;
 	const struct cg_launch l = {v->symbol, f, config, params, extra};
-	return cg_redirect(&l);
+	return CG_MARKED(cg_redirect(&l));
 }
 
 CG_HANDLER(cuLaunchKernel)
@@ -80,7 +80,9 @@ CG_HANDLER(cuLaunchKernel)
 					 blockDimZ, sharedMemBytes, hStream, NULL, 0};
 		return redirect(v, f, config, kernelParams, extra);
 	}
-	return rc != CUDA_SUCCESS ? rc : CG_REAL(cuLaunchKernel, v)(CG_UNPAREN(A_cuLaunchKernel));
+	return rc != CUDA_SUCCESS
+		       ? rc
+		       : CG_MARKED(CG_REAL(cuLaunchKernel, v)(CG_UNPAREN(A_cuLaunchKernel)));
 }
 
 CG_HANDLER(cuLaunchKernelEx)
@@ -91,7 +93,8 @@ CG_HANDLER(cuLaunchKernelEx)
 		return config ? redirect(v, f, *config, kernelParams, extra)
 			      : cg_redirect_refuse(v->symbol);
 	return rc != CUDA_SUCCESS ? rc
-				  : CG_REAL(cuLaunchKernelEx, v)(CG_UNPAREN(A_cuLaunchKernelEx));
+				  : CG_MARKED(CG_REAL(cuLaunchKernelEx, v)(
+					    CG_UNPAREN(A_cuLaunchKernelEx)));
 }
 CG_CHECKED(cuLaunchCooperativeKernel,
 	   cg_check_launch(v->symbol, f, NULL, hStream, kernelParams, NULL))
@@ -100,7 +103,7 @@ CG_CHECKED(cuLaunchGrid, cg_check_launch(v->symbol, f, NULL, NULL, NULL, NULL))
 CG_CHECKED(cuLaunchGridAsync, cg_check_launch(v->symbol, f, NULL, hStream, NULL, NULL))
 
 /* One launch per device: each is checked. */
-static CUresult check_each(const char *api, const CUDA_LAUNCH_PARAMS *list, unsigned n)
+CUresult cg_check_each(const char *api, const CUDA_LAUNCH_PARAMS *list, unsigned n)
 {
 	for (unsigned i = 0; list && i < n; i++) {
 		CUresult rc = cg_check_launch(api, list[i].function, NULL, list[i].hStream,
@@ -112,4 +115,4 @@ static CUresult check_each(const char *api, const CUDA_LAUNCH_PARAMS *list, unsi
 }
 
 CG_CHECKED(cuLaunchCooperativeKernelMultiDevice,
-	   check_each(v->symbol, launchParamsList, numDevices))
+	   cg_check_each(v->symbol, launchParamsList, numDevices))

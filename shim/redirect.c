@@ -399,6 +399,7 @@ static void log_redirect(struct cg_crossing *c)
 static void done(struct cg_crossing *c, struct cg_fn *fn, const struct plan *p)
 {
 	cg_count(CG_C_REDIRECT);
+	cg_status_crossing(CG_ACT_REDIRECT);
 	c->action = CG_ACT_REDIRECT;
 	c->redirect_dev = p->to_dev;
 	c->redirect_via = p->via;

@@ -181,13 +181,18 @@ void cg_log_event(const char *event, const char *fmt, ...)
  * through a file it names in CTXGUARD_STATUS: one line per crossing. */
 void cg_status_crossing(int action)
 {
+	cg_status_word(cg_action_name(action));
+}
+
+void cg_status_word(const char *word)
+{
 	if (!status_fd_open)
 		return;
 	int fd = open(status_path, O_WRONLY | O_APPEND | O_CLOEXEC);
 	if (fd < 0)
 		return;
 	char line[64];
-	int n = snprintf(line, sizeof line, "%s %ld\n", cg_action_name(action), (long)getpid());
+	int n = snprintf(line, sizeof line, "%s %ld\n", word, (long)getpid());
 	write_all(fd, line, (size_t)n);
 	close(fd);
 }
@@ -301,6 +306,8 @@ void cg_report_summary(void)
 		if (cg_counters[i].one || cg_counters[i].group)
 			any += t[i];
 	}
+	char backstop[2048], backstop_json[2048];
+	cg_backstop_summary(backstop, sizeof backstop, backstop_json, sizeof backstop_json);
 	char calls[4096], counts[1024];
 	size_t n = 0;
 	calls[0] = 0;
@@ -313,8 +320,8 @@ void cg_report_summary(void)
 	counters_json(counts, sizeof counts, t);
 	cg_log_event("summary",
 		     "\"modules\":%zu,\"functions\":%zu,\"experts\":%zu,%s,"
-		     "\"tensor_map_address_word\":%d,\"calls\":{%s}",
-		     mods, fns, experts, counts, cg_tmap_address_word(), calls);
+		     "\"tensor_map_address_word\":%d,\"calls\":{%s}%s",
+		     mods, fns, experts, counts, cg_tmap_address_word(), calls, backstop_json);
 	unsigned long lost = t[CG_C_LOG_LOST];
 	if (lost)
 		cg_stderr("ctxguard: pid %ld: %lu log record%s could not be written to %s\n",
@@ -325,7 +332,7 @@ void cg_report_summary(void)
 	if (cg_policy->quiet)
 		return;
 	counters_line(counts, sizeof counts, t);
-	cg_stderr("ctxguard: pid %ld: %zu %s, %zu %s tracked (%zu %s)%s\n", (long)getpid(), mods,
+	cg_stderr("ctxguard: pid %ld: %zu %s, %zu %s tracked (%zu %s)%s%s\n", (long)getpid(), mods,
 		  plural(mods, "module", "modules"), fns, plural(fns, "function", "functions"),
-		  experts, plural(experts, "expert", "experts"), counts);
+		  experts, plural(experts, "expert", "experts"), counts, backstop);
 }

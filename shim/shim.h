@@ -96,11 +96,22 @@ extern struct cg_variant cg_variants[CG_NVARIANTS];
 		first;                                                       \
 		return CG_REAL(fam, v)(CG_UNPAREN(A_##fam));                  \
 	}
+/* A launch the hooks passed (or ctxguard made itself) reaches the driver
+ * marked, so the CUPTI backstop does not count it as unhooked. */
+#define CG_MARKED(call)                                                      \
+	__extension__({                                                      \
+		cg_hooked_call = 1;                                          \
+		CUresult m_ = (call);                                        \
+		cg_hooked_call = 0;                                          \
+		m_;                                                          \
+	})
 #define CG_CHECKED(fam, check)                                               \
 	CG_HANDLER(fam)                                                      \
 	{                                                                    \
 		CUresult rc_ = (check);                                      \
-		return rc_ != CUDA_SUCCESS ? rc_ : CG_REAL(fam, v)(CG_UNPAREN(A_##fam)); \
+		if (rc_ != CUDA_SUCCESS)                                     \
+			return rc_;                                          \
+		return CG_MARKED(CG_REAL(fam, v)(CG_UNPAREN(A_##fam)));      \
 	}
 
 /* The hook that stands for real function p, or NULL: the identity map that
@@ -317,12 +328,29 @@ const struct cg_layout *cg_layout_of(const struct cg_fn *fn, CUstream stream);
 CUresult cg_check_operands(const char *api, const struct cg_fn *fn, CUcontext ctx,
 			   CUstream stream, void **params, void **extra);
 
+/* ---- the CUPTI backstop (shim/backstop.c) ---- */
+
+/* Set while a hooked launch is in the real driver: the backstop's callback
+ * then knows the launch was checked and returns at once. */
+extern _Thread_local unsigned char cg_hooked_call CG_TLS;
+/* Set while the backstop checks a launch that bypassed the hooks: CUPTI
+ * cannot refuse a call, so an action that would refuse aborts instead. */
+extern _Thread_local unsigned char cg_backstop_checking CG_TLS;
+void cg_backstop_start(void);            /* at init, when the policy asks */
+/* Our hook for a CUPTI function the program looked up (dlsym), or NULL;
+ * real is what the lookup found. */
+void *cg_backstop_hook_for(const char *name, void *real);
+/* "; backstop: ..." for the summary line, and the log's JSON fields. */
+void cg_backstop_summary(char *line, size_t nline, char *json, size_t njson);
+
 /* ---- launch checks (shim/launch.c) ---- */
 
 /* CUDA_SUCCESS to go on with the real call, else the code to return.
  * launch_ctx NULL: the stream's (or current) context. */
 CUresult cg_check_launch(const char *api, CUfunction f, CUcontext launch_ctx,
 			 CUstream stream, void **params, void **extra);
+/* cuLaunchCooperativeKernelMultiDevice's n launches, each checked. */
+CUresult cg_check_each(const char *api, const CUDA_LAUNCH_PARAMS *list, unsigned n);
 
 /* ---- actions (shim/action.c) ---- */
 
@@ -362,7 +390,8 @@ const char *cg_error_message(CUresult code);
 	X(REDIRECT, "redirect", "crossings", NULL, NULL)                     \
 	X(HOOKED_DLSYM, "hooked_by_dlsym", NULL, NULL, NULL)                 \
 	X(HOOKED_PROCADDR, "hooked_by_getprocaddress", NULL, NULL, NULL)    \
-	X(LOG_LOST, "log_records_lost", NULL, NULL, NULL)
+	X(LOG_LOST, "log_records_lost", NULL, NULL, NULL)                    \
+	X(UNHOOKED, "unhooked", NULL, NULL, NULL)
 
 enum cg_counter {
 #define X(name, ...) CG_C_##name,
@@ -387,6 +416,8 @@ void cg_log_event(const char *event, const char *fmt, ...)
 void cg_stderr(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void cg_write_stderr(const char *s);
 void cg_status_crossing(int action);         /* for the ctxguard command */
+/* A status line of its own ("unhooked", "unwatched"), once per process. */
+void cg_status_word(const char *word);
 void cg_report_summary(void);
 
 /* ---- who writes (shim/identity.c) ---- */

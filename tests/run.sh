@@ -13,6 +13,9 @@ export LD_LIBRARY_PATH="$root/$BUILD/fake${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # noisy about the deliberately aborting child processes.
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:halt_on_error=1"
 export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
+# Sanitized binaries run several times slower: stretch Check's per-test
+# timeouts for them (check_policy's truncation test timed out under TSan).
+[ -n "$SAN_RUNTIME" ] && export CK_TIMEOUT_MULTIPLIER="${CK_TIMEOUT_MULTIPLIER:-4}"
 unset CTXGUARD_MODE CTXGUARD_SCOPE CTXGUARD_POLICY CTXGUARD_LOG CTXGUARD_METRICS CTXGUARD_OPERANDS \
       CTXGUARD_EXIT_CODE CTXGUARD_QUIET CTXGUARD_STATUS
 passed=0 failed=0 status=0

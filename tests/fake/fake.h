@@ -20,7 +20,10 @@
 #endif
 #include <cuda.h>
 
+#include <cupti_driver_cbid.h>
+#include <generated_cuda_meta.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -56,6 +59,20 @@ void fake_set_initialized(void);
 			return fake_enter_rc_;                                                     \
 	} while (0)
 #define FAKE_ENTER() FAKE_ENTER_IMPL(true)
+/* An entry point CUPTI traces (sym: the exported name, whose cbid is
+ * CUPTI_DRIVER_TRACE_CBID_<sym>): the entry callback, the gate, `call`
+ * under the lock, the exit callback; returns from the caller. */
+#define FAKE_TRACED(sym, params, call)                                                             \
+	do {                                                                                       \
+		fake_api_trace(0, CUPTI_DRIVER_TRACE_CBID_##sym, #sym, (params), NULL);            \
+		CUresult traced_rc_ = fake_enter(#sym, true);                                      \
+		if (traced_rc_ == CUDA_SUCCESS)                                                    \
+			traced_rc_ = fake_leave(call);                                             \
+		fake_api_trace(1, CUPTI_DRIVER_TRACE_CBID_##sym, #sym, (params), &traced_rc_);     \
+		return traced_rc_;                                                                 \
+	} while (0)
+/* The subscriber's callback, if any (apitrace.c). */
+void fake_api_trace(int site, unsigned cbid, const char *name, const void *params, CUresult *rc);
 #define FAKE_ENTER_NOINIT() FAKE_ENTER_IMPL(false)
 
 /* Pending failure injected for `api` (any variant of it), consumed; CUDA_SUCCESS if none. */

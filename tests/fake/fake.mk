@@ -19,3 +19,14 @@ $(FAKE_LIB): $(FAKE_SRCS) $(FAKE_HDRS) tests/fake/libcuda.map
 
 $(BUILD)/fake/libcuda.so: $(FAKE_LIB)
 	ln -sf libcuda.so.1 $@
+
+# Fake CUPTI for the backstop's tests: $(BUILD)/fake/cupti/libcupti.so, apart from
+# libcuda's directory so that nothing finds it unless CTXGUARD_CUPTI names it.
+FAKE_CUPTI := $(BUILD)/fake/cupti/libcupti.so
+
+$(FAKE_CUPTI): tests/fake/cupti/cupti.c tests/fake/fake_api.h $(FAKE_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -fvisibility=default -I$(FAKE_CUDA_INCLUDE) -shared -fPIC \
+		-Wl,-soname,libcupti.so -o $@ $< -ldl -lpthread
+
+$(BUILD)/tests/check_backstop: $(FAKE_CUPTI)

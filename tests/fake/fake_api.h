@@ -112,6 +112,21 @@ size_t fake_trace(struct fake_call *out, size_t max);
 
 /* Makes cuStreamIsCapturing report s as capturing (on) or not. */
 void fake_stream_set_capturing(CUstream s, int on);
+/* CUPTI's view of the launch entry points (cuLaunchKernel[Ex], the
+ * cooperative forms, their _ptsz variants, the multi-device form, the
+ * deprecated cuLaunch/cuLaunchGrid[Async], cuGraphLaunch[_ptsz]): t is called at entry (site 0, CUPTI_API_ENTER; rc
+ * NULL) and at exit (site 1, with the result) with the CUPTI driver cbid,
+ * the API name and the cu*_params struct of generated_cuda_meta.h.  The
+ * fake libcupti (build/fake/cupti/libcupti.so) installs itself here; NULL
+ * removes it. */
+typedef void (*fake_api_tracer)(int site, unsigned cbid, const char *name, const void *params,
+				CUcontext ctx, CUresult *rc);
+void fake_api_tracer_set(fake_api_tracer t);
+
+/* The fake's own newest variant of entry point `base` (per_thread: the
+ * _ptsz one), as cuGetProcAddress would return it, but by a route no shim
+ * hooks: tests reach the driver past the hooks with it. */
+void *fake_entry_point(const char *base, int per_thread);
 
 #ifdef __cplusplus
 }

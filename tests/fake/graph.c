@@ -473,14 +473,14 @@ static CUresult graph_launch(CUgraphExec e, CUstream s)
 
 CUresult CUDAAPI cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
 {
-	FAKE_ENTER();
-	return fake_leave(graph_launch(hGraphExec, hStream));
+	cuGraphLaunch_params p = {hGraphExec, hStream};
+	FAKE_TRACED(cuGraphLaunch, &p, graph_launch(hGraphExec, hStream));
 }
 
 CUresult CUDAAPI cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
 {
-	FAKE_ENTER();
-	return fake_leave(graph_launch(hGraphExec, hStream));
+	cuGraphLaunch_ptsz_params p = {hGraphExec, hStream};
+	FAKE_TRACED(cuGraphLaunch_ptsz, &p, graph_launch(hGraphExec, hStream));
 }
 
 CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec hGraphExec)

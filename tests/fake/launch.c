@@ -214,30 +214,36 @@ static CUresult launch_ex(const CUlaunchConfig *config, CUfunction f, void **ker
 		unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,            \
 		unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra)  \
 	{                                                                                          \
-		FAKE_ENTER();                                                                      \
+		cuLaunchKernel##suffix##_params p = {f,         gridDimX,       gridDimY, gridDimZ, \
+						     blockDimX, blockDimY,      blockDimZ,          \
+						     sharedMemBytes, hStream,   kernelParams, extra};   \
 		struct fake_dims d = {{gridDimX, gridDimY, gridDimZ},                              \
 				      {blockDimX, blockDimY, blockDimZ},                           \
 				      sharedMemBytes,                                              \
 				      {0, 0, 0}};                                                  \
-		return fake_leave(fake_launch(f, &d, hStream, kernelParams, extra, false));        \
+		FAKE_TRACED(cuLaunchKernel##suffix, &p,                                            \
+			    fake_launch(f, &d, hStream, kernelParams, extra, false));              \
 	}                                                                                          \
 	CUresult CUDAAPI cuLaunchKernelEx##suffix(const CUlaunchConfig *config, CUfunction f,      \
 						  void **kernelParams, void **extra)               \
 	{                                                                                          \
-		FAKE_ENTER();                                                                      \
-		return fake_leave(launch_ex(config, f, kernelParams, extra));                      \
+		cuLaunchKernelEx##suffix##_params p = {config, f, kernelParams, extra};            \
+		FAKE_TRACED(cuLaunchKernelEx##suffix, &p, launch_ex(config, f, kernelParams, extra)); \
 	}                                                                                          \
 	CUresult CUDAAPI cuLaunchCooperativeKernel##suffix(                                        \
 		CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, \
 		unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,            \
 		unsigned int sharedMemBytes, CUstream hStream, void **kernelParams)                \
 	{                                                                                          \
-		FAKE_ENTER();                                                                      \
+		cuLaunchCooperativeKernel##suffix##_params p = {                                   \
+			f,	   gridDimX,	   gridDimY, gridDimZ,	   blockDimX,                 \
+			blockDimY, blockDimZ, sharedMemBytes, hStream, kernelParams};               \
 		struct fake_dims d = {{gridDimX, gridDimY, gridDimZ},                              \
 				      {blockDimX, blockDimY, blockDimZ},                           \
 				      sharedMemBytes,                                              \
 				      {0, 0, 0}};                                                  \
-		return fake_leave(fake_launch(f, &d, hStream, kernelParams, NULL, true));          \
+		FAKE_TRACED(cuLaunchCooperativeKernel##suffix, &p,                                 \
+			    fake_launch(f, &d, hStream, kernelParams, NULL, true));                \
 	}
 
 LAUNCH_VARIANTS(DEFINE_LAUNCHES)
@@ -296,6 +302,7 @@ static CUresult launch_multi(CUDA_LAUNCH_PARAMS *list, unsigned n, unsigned flag
 CUresult CUDAAPI cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *launchParamsList,
 						      unsigned int numDevices, unsigned int flags)
 {
-	FAKE_ENTER();
-	return fake_leave(launch_multi(launchParamsList, numDevices, flags));
+	cuLaunchCooperativeKernelMultiDevice_params p = {launchParamsList, numDevices, flags};
+	FAKE_TRACED(cuLaunchCooperativeKernelMultiDevice, &p,
+		    launch_multi(launchParamsList, numDevices, flags));
 }

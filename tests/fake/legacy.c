@@ -109,18 +109,18 @@ static CUresult legacy_launch(CUfunction f, int width, int height, CUstream s)
 
 CUresult CUDAAPI cuLaunch(CUfunction f)
 {
-	FAKE_ENTER();
-	return fake_leave(legacy_launch(f, 1, 1, NULL));
+	cuLaunch_params p = {f};
+	FAKE_TRACED(cuLaunch, &p, legacy_launch(f, 1, 1, NULL));
 }
 
 CUresult CUDAAPI cuLaunchGrid(CUfunction f, int grid_width, int grid_height)
 {
-	FAKE_ENTER();
-	return fake_leave(legacy_launch(f, grid_width, grid_height, NULL));
+	cuLaunchGrid_params p = {f, grid_width, grid_height};
+	FAKE_TRACED(cuLaunchGrid, &p, legacy_launch(f, grid_width, grid_height, NULL));
 }
 
 CUresult CUDAAPI cuLaunchGridAsync(CUfunction f, int grid_width, int grid_height, CUstream hStream)
 {
-	FAKE_ENTER();
-	return fake_leave(legacy_launch(f, grid_width, grid_height, hStream));
+	cuLaunchGridAsync_params p = {f, grid_width, grid_height, hStream};
+	FAKE_TRACED(cuLaunchGridAsync, &p, legacy_launch(f, grid_width, grid_height, hStream));
 }

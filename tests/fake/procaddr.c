@@ -244,6 +244,13 @@ CUresult CUDAAPI cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVer
 	return fake_leave(lookup(symbol, pfn, cudaVersion, flags, symbolStatus));
 }
 
+void *fake_entry_point(const char *base, int per_thread)
+{
+	bool known = false;
+	const struct proc *p = newest(base, FAKE_DRIVER_VERSION, per_thread, &known);
+	return p ? p->fn : NULL;
+}
+
 /* The private tables cudart loads its own fatbins through are not modelled. */
 CUresult CUDAAPI cuGetExportTable(const void **ppExportTable, const CUuuid *pExportTableId)
 {

@@ -34,3 +34,9 @@ $(BUILD)/examples/deepgemm_route: examples/deepgemm_route.c examples/deepgemm_ho
 $(BUILD)/examples/deepgemm_redirect: examples/deepgemm_redirect.c examples/deepgemm_host.h
 	@mkdir -p $(@D)
 	$(GPU_CC) $(GPU_CFLAGS) -I$(CUDA)/include -o $@ $< -ldl -lm
+
+# A launch past the hooks (GPU cases 40-42): cuLaunchKernel from libcuda's .dynsym.
+gpu-fixtures: $(BUILD)/gpu/unhooked_route
+$(BUILD)/gpu/unhooked_route: tests/gpu/unhooked_route.c
+	@mkdir -p $(@D)
+	$(GPU_CC) $(GPU_CFLAGS) -I$(CUDA)/include -o $@ $< -ldl
