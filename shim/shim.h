@@ -325,4 +325,9 @@ void cg_write_stderr(const char *s);
 void cg_status_crossing(int action);         /* for the ctxguard command */
 void cg_report_summary(void);
 
+/* Opens a log file for appending, refusing a symlink at the name and
+ * names others could plant (shim/logfile.c); a new file gets mode.  -1
+ * with the reason in why. */
+int cg_log_open(const char *path, int mode, char *why, size_t n);
+
 #endif

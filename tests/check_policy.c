@@ -73,6 +73,8 @@ static void assert_default_settings(const struct cg_policy *p)
 	ck_assert_int_eq(p->quiet, 0);
 	ck_assert_int_eq(p->defaults, 1);
 	ck_assert_ptr_null(p->log_path);
+	ck_assert_int_eq(p->log_mode, 0600);
+	ck_assert_int_eq(p->lock, 0);
 }
 
 static int rule_index(const struct cg_policy *p, const char *name)
@@ -135,6 +137,8 @@ START_TEST(test_default_conf_matches_code)
 	p.exit_code = 9;
 	p.quiet = 1;
 	p.defaults = 0;
+	p.log_mode = 0777;
+	p.lock = 1;
 	p.log_path = strdup("/tmp/x");
 	ck_assert_int_eq(cg_policy_parse(&p, cg_default_conf, "built-in"), 0);
 	assert_default_settings(&p);
