@@ -569,6 +569,59 @@ START_TEST(test_file_error)
 }
 END_TEST
 
+/* Patterns that would make regcomp huge are refused with one line; the
+ * issue's case, "re:du" and 535 "+", made glibc allocate over 1.3 GB. */
+START_TEST(test_regex_bound)
+{
+	static const struct {
+		const char *re;
+		const char *why;       /* NULL: accepted */
+	} cases[] = {
+		{"du++", "a repetition right after another at byte 4"},
+		{"(a+)+(b+)+(c+)+(d+)+(e+)+(f+)+(g+)", "multiply to more than 4096"},
+		{"a{5000}", "multiply to more than 4096"},
+		{"(x{64}){64}y{2}", "multiply to more than 4096"},
+		{"(a)\\1", "back-reference"},
+		{"^fused_(add|mul)_[0-9]+$", NULL},
+		{"[+*?]{2}x[]+]+", NULL},
+		{"a{2,4}b{3,}c?d*", NULL},
+		{"[[:alpha:]_]+::[^]+]*", NULL},
+		{"\\++", NULL},
+	};
+	char text[1024], line[1200];
+	struct cg_policy p;
+
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		snprintf(text, sizeof text, "[rule r]\nkernel = keep\nkernel = re:%s\n",
+			 cases[i].re);
+		cg_policy_init(&p);
+		cg_policy_parse(&p, text, ORIGIN);
+		ck_assert_uint_eq(p.nrules, 1);
+		if (!cases[i].why) {
+			ck_assert_msg(p.nerrors == 0, "%s: %s", cases[i].re, p.errors[0]);
+		} else {
+			ck_assert_uint_eq(p.nerrors, 1);
+			ck_assert_msg(strstr(p.errors[0], cases[i].why) &&
+				      strstr(p.errors[0], "(pattern ignored)") &&
+				      !strchr(p.errors[0], '\n'), "%s: %s", cases[i].re,
+				      p.errors[0]);
+		}
+		cg_policy_free(&p);
+	}
+	static const char head[] = "[rule r]\nkernel = x\nkernel = re:du";
+	memset(line, '+', sizeof line);
+	memcpy(line, head, strlen(head));
+	strcpy(line + strlen(head) + 535, "\n");
+	cg_policy_init(&p);
+	cg_policy_parse(&p, line, ORIGIN);
+	ck_assert_uint_eq(p.nerrors, 1);
+	ck_assert_msg(strstr(p.errors[0], "kernel = re:du+++") &&
+		      strstr(p.errors[0], "regular expression of 537 bytes, over the bound of 256"),
+		      "%s", p.errors[0]);
+	cg_policy_free(&p);
+}
+END_TEST
+
 START_TEST(test_long_line)
 {
 	size_t n = 5000;
@@ -1475,6 +1528,7 @@ static Suite *policy_suite(void)
 	tc = tcase_create("file_errors");
 	tcase_add_loop_test(tc, test_file_error, 0, NELEMS(bad_files));
 	tcase_add_test(tc, test_long_line);
+	tcase_add_test(tc, test_regex_bound);
 	tcase_add_test(tc, test_error_overflow);
 	tcase_add_test(tc, test_file_sources_bad);
 	suite_add_tcase(s, tc);
