@@ -2,7 +2,8 @@
 # `make test` runs the CPU suite (installs Debian's check if missing);
 # `make demo` runs the reproduction under the shim; `make test-gpu` runs the
 # GPU suite on a machine with GPUs; `make asan` / `make tsan` run the suite
-# under the sanitizers; `make install PREFIX=...`.
+# under the sanitizers; `make fuzz` fuzzes the policy parser (clang);
+# `make install PREFIX=... SYSCONFDIR=...`.
 
 BUILD   ?= build
 CUDA    ?= /usr/local/cuda
@@ -40,6 +41,7 @@ KERNEL_OBJ :=
 -include tests/fake/fake.mk
 -include tests/gpu/gpu.mk
 -include bench/bench.mk
+-include tests/fuzz/fuzz.mk
 
 $(BUILD)/obj/%.o: %.c $(wildcard shim/*.h shim/*.def policy/*.h) | $(BUILD)
 	@mkdir -p $(dir $@)
