@@ -42,6 +42,7 @@ KERNEL_OBJ :=
 -include tests/gpu/gpu.mk
 -include bench/bench.mk
 -include tests/fuzz/fuzz.mk
+-include tests/locked.mk
 
 $(BUILD)/obj/%.o: %.c $(wildcard shim/*.h shim/*.def policy/*.h) | $(BUILD)
 	@mkdir -p $(dir $@)

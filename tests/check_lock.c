@@ -4,6 +4,7 @@
  * one line names the setting, the value asked and the system file;
  * unlocked, the precedence is what it always was (the user wins). */
 #include <check.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -247,6 +248,133 @@ START_TEST(action_order)
 }
 END_TEST
 
+/* ---- the shim under a locked policy ---------------------------------- */
+
+/* The suite's copy of the library reads its system policy from
+ * BUILD/tests/etc/ctxguard/policy.conf (tests/locked.mk). */
+static void write_system(const char *text)
+{
+	char path[4096], cmd[4200];
+	snprintf(path, sizeof path, "%s/tests/etc/ctxguard", build_dir());
+	snprintf(cmd, sizeof cmd, "mkdir -p '%s'", path);
+	ck_assert_int_eq(system(cmd), 0);
+	strcat(path, "/policy.conf");
+	write_to(path, text);
+}
+
+static const char *locked_library(void)
+{
+	static char path[4096];
+	snprintf(path, sizeof path, "%s/tests/locked/libctxguard.so", build_dir());
+	return path;
+}
+
+/* LD_PRELOAD with the locked copy in the shim's place. */
+static const char *locked_preload(void)
+{
+	static char env[8192];
+	const char *pre = preload_without_shim();
+	snprintf(env, sizeof env, "%s%s%s", pre, pre[strlen(pre) - 1] == '=' ? "" : ":",
+		 locked_library());
+	return env;
+}
+
+static char path_buf[4][256];
+
+static const char *in_dir(int slot, const char *name)
+{
+	snprintf(path_buf[slot], sizeof path_buf[slot], "%s/%s", dir, name);
+	return path_buf[slot];
+}
+
+static void clear_system(void)
+{
+	char path[4096];
+	snprintf(path, sizeof path, "%s/tests/etc/ctxguard/policy.conf", build_dir());
+	unlink(path);
+}
+
+/* Every variable that could switch a crossing's stop off. */
+START_TEST(shim_locked)
+{
+	static struct run r;
+	char system_conf[512], log_env[300];
+	snprintf(system_conf, sizeof system_conf, "lock = on\nlog = %s\n",
+		 in_dir(0, "system.jsonl"));
+	snprintf(log_env, sizeof log_env, "CTXGUARD_LOG=%s", in_dir(1, "user.jsonl"));
+	const char *env[] = {locked_preload(), "CTXGUARD_MODE=off", "CTXGUARD_OPERANDS=off",
+			     "CTXGUARD_POLICY=none", "CTXGUARD_LIBCUDA=/nonexistent/libcuda.so.1",
+			     log_env, NULL};
+	const char *argv[] = {"tests/progs/scenario", "dlsym", "data", "launch", "cross", NULL};
+
+	write_system(system_conf);
+	spawn(&r, env, argv);
+	clear_system();
+	ck_assert_msg(killed_by(&r, SIGABRT) && strstr(r.err, cg_deepgemm_message),
+		      "status %#x\n%s%s", r.status, r.out, r.err);
+	static const char *const refused[] = {
+		"CTXGUARD_POLICY=none refused", "mode = off (CTXGUARD_MODE) refused",
+		"operands = off (CTXGUARD_OPERANDS) refused", "(CTXGUARD_LOG) refused",
+		"CTXGUARD_LIBCUDA=/nonexistent/libcuda.so.1 refused"};
+	for (int i = 0; i < NELEMS(refused); i++)
+		ck_assert_msg(count_of(r.err, refused[i]) == 1, "want '%s' once:\n%s",
+			      refused[i], r.err);
+	ck_assert_int_eq(count_of(r.err, " refused: "), NELEMS(refused));
+	ck_assert_int_eq(count_of(r.err, "/tests/etc/ctxguard/policy.conf is locked"),
+			 NELEMS(refused));
+	const char *log = slurp(path_buf[0]);
+	ck_assert_msg(log && count_of(log, "\"event\":\"lock_refused\"") == NELEMS(refused) &&
+		      strstr(log, "\"event\":\"crossing\""), "%s", log ? log : "no log");
+	ck_assert_msg(access(path_buf[1], F_OK) != 0, "CTXGUARD_LOG was opened");
+}
+END_TEST
+
+/* The same variables with the system policy unlocked: honoured as ever. */
+START_TEST(shim_unlocked)
+{
+	static struct run r;
+	char system_conf[512], log_env[300];
+	snprintf(system_conf, sizeof system_conf, "log = %s\n", in_dir(0, "system.jsonl"));
+	snprintf(log_env, sizeof log_env, "CTXGUARD_LOG=%s", in_dir(1, "user.jsonl"));
+	const char *env[] = {locked_preload(), "CTXGUARD_MODE=off", "CTXGUARD_OPERANDS=off",
+			     log_env, NULL};
+	const char *argv[] = {"tests/progs/scenario", "dlsym", "data", "launch", "cross", NULL};
+
+	write_system(system_conf);
+	spawn(&r, env, argv);
+	clear_system();
+	/* mode off: the launch went to the driver, which refused it */
+	ck_assert_msg(exited(&r, 3) && !strstr(r.err, "refused"), "status %#x\n%s%s", r.status,
+		      r.out, r.err);
+	ck_assert_msg(access(path_buf[1], F_OK) == 0, "CTXGUARD_LOG not honoured");
+	ck_assert_msg(access(path_buf[0], F_OK) != 0, "the system's log was used");
+}
+END_TEST
+
+/* The ctxguard command's flags are variables to the library. */
+START_TEST(shim_locked_command)
+{
+	static struct run r;
+	char system_conf[512], lib_env[4200], prog[4096];
+	snprintf(system_conf, sizeof system_conf, "lock = on\nlog = %s\n",
+		 in_dir(0, "system.jsonl"));
+	snprintf(lib_env, sizeof lib_env, "CTXGUARD_LIBRARY=%s", locked_library());
+	snprintf(prog, sizeof prog, "%s/tests/progs/scenario", build_dir());
+	const char *env[] = {preload_without_shim(), lib_env, NULL};
+	const char *argv[] = {"ctxguard", "--mode", "off", "--log", in_dir(1, "cli.jsonl"),
+			      "--", prog, "dlsym", "data", "launch", "cross", NULL};
+
+	write_system(system_conf);
+	spawn(&r, env, argv);
+	clear_system();
+	ck_assert_msg(exited(&r, 128 + SIGABRT) && strstr(r.err, cg_deepgemm_message) &&
+		      strstr(r.err, "mode = off (CTXGUARD_MODE) refused") &&
+		      strstr(r.err, "(CTXGUARD_LOG) refused"),
+		      "status %#x\n%s%s", r.status, r.out, r.err);
+	ck_assert_msg(access(path_buf[1], F_OK) != 0, "--log was honoured");
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("lock");
@@ -257,6 +385,13 @@ static Suite *suite(void)
 	tcase_add_test(tc, user_file_adds);
 	tcase_add_test(tc, unlocked_as_before);
 	tcase_add_test(tc, action_order);
+	tcase_set_timeout(tc, 60);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("shim");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, shim_locked);
+	tcase_add_test(tc, shim_unlocked);
+	tcase_add_test(tc, shim_locked_command);
 	tcase_set_timeout(tc, 60);
 	suite_add_tcase(s, tc);
 	return s;
