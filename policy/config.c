@@ -42,19 +42,26 @@ static void push_error(struct cg_policy *p, char *line)
 	p->errors[p->nerrors++] = line;
 }
 
+char *cg_policy_vline(const char *fmt, va_list ap)
+{
+	char *body = NULL, *line = NULL;
+
+	if (vasprintf(&body, fmt, ap) < 0)
+		return NULL;
+	if (asprintf(&line, "ctxguard: %s", body) < 0)
+		line = NULL;
+	free(body);
+	return line;
+}
+
 __attribute__((format(printf, 2, 3)))
 static void add_error(struct cg_policy *p, const char *fmt, ...)
 {
-	char *body = NULL, *line = NULL;
 	va_list ap;
 
 	va_start(ap, fmt);
-	int r = vasprintf(&body, fmt, ap);
+	char *line = cg_policy_vline(fmt, ap);
 	va_end(ap);
-	if (r < 0 || asprintf(&line, "ctxguard: %s", body) < 0)
-		line = NULL;
-	if (r >= 0)
-		free(body);
 	push_error(p, line);
 }
 
@@ -108,27 +115,27 @@ static int parse_bool(const char *s)
 	return -1;
 }
 
-static int parse_exit_code(const char *s)
+/* Digits only, in base, at most max; else -1. */
+static int parse_number(const char *s, int base, long max)
 {
 	char *end;
 
 	if (!isdigit((unsigned char)*s))
 		return -1;
 	errno = 0;
-	long v = strtol(s, &end, 10);
-	return errno || *end || v > 255 ? -1 : (int)v;
+	long v = strtol(s, &end, base);
+	return errno || *end || v > max ? -1 : (int)v;
+}
+
+static int parse_exit_code(const char *s)
+{
+	return parse_number(s, 10, 255);
 }
 
 /* Permission bits in octal, as chmod takes them. */
 static int parse_file_mode(const char *s)
 {
-	char *end;
-
-	if (!isdigit((unsigned char)*s))
-		return -1;
-	errno = 0;
-	long v = strtol(s, &end, 8);
-	return errno || *end || v > 0777 ? -1 : (int)v;
+	return parse_number(s, 8, 0777);
 }
 
 static void show_file_mode(int v, char *buf, size_t n)

@@ -104,16 +104,11 @@ static int restore(const struct locked *l, struct cg_policy *p,
 __attribute__((format(printf, 2, 3)))
 static void refuse(struct cg_policy *p, const char *fmt, ...)
 {
-	char *body = NULL, *line = NULL;
 	va_list ap;
 
 	va_start(ap, fmt);
-	int r = vasprintf(&body, fmt, ap);
+	char *line = cg_policy_vline(fmt, ap);
 	va_end(ap);
-	if (r >= 0 && asprintf(&line, "ctxguard: %s", body) < 0)
-		line = NULL;
-	if (r >= 0)
-		free(body);
 	if (line && p->nrefused < CG_POLICY_MAX_ERRORS)
 		p->refused[p->nrefused++] = line;
 	else

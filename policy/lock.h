@@ -4,6 +4,8 @@
 #ifndef CTXGUARD_LOCK_H
 #define CTXGUARD_LOCK_H
 
+#include <stdarg.h>
+
 #include "policy.h"
 
 struct cg_floor {
@@ -25,6 +27,10 @@ void cg_lock_enforce(struct cg_policy *p, const struct cg_floor *f,
 /* Rules p->rules[first..] came from the user's file: an action looser than
  * the floor's mode is refused (the rule then follows the mode). */
 void cg_lock_rules(struct cg_policy *p, size_t first, const struct cg_floor *f);
+
+/* "ctxguard: " and the formatted text, malloc'ed; NULL when out of memory.
+ * Defined by the loader, whose error lines look the same. */
+char *cg_policy_vline(const char *fmt, va_list ap);
 
 /* The text of setting `key` in p as the file would write it; defined by
  * the loader, which knows every setting's kind. */

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "policy_dump.h"
+#include "suite.h"
 #include "spawn.h"
 
 static char dir[64], sys_locked[128], sys_open[128], user_file[128];
@@ -399,9 +400,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return run_suite(suite());
 }

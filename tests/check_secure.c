@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "../policy/policy.h"
+#include "suite.h"
 #include "spawn.h"
 
 #define NOBODY "65534"
@@ -287,9 +288,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return run_suite(suite());
 }
