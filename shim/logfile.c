@@ -34,8 +34,12 @@ int cg_log_open(const char *path, int mode, char *why, size_t n)
 	char dir[4096];
 	struct stat ds, st;
 
-	if (directory_of(path, dir, sizeof dir) < 0 || stat(dir, &ds) < 0) {
-		snprintf(why, n, "its directory: %s", strerror(errno ? errno : ENAMETOOLONG));
+	if (directory_of(path, dir, sizeof dir) < 0) {
+		snprintf(why, n, "%s", strerror(ENAMETOOLONG));
+		return -1;
+	}
+	if (stat(dir, &ds) < 0) {
+		snprintf(why, n, "its directory %s: %s", dir, strerror(errno));
 		return -1;
 	}
 	int shared = (ds.st_mode & S_IWOTH) != 0;
