@@ -109,10 +109,13 @@ static void refuse(struct cg_policy *p, const char *fmt, ...)
 	va_start(ap, fmt);
 	char *line = cg_policy_vline(fmt, ap);
 	va_end(ap);
-	if (line && p->nrefused < CG_POLICY_MAX_ERRORS)
+	if (line && p->nrefused < CG_POLICY_MAX_ERRORS) {
 		p->refused[p->nrefused++] = line;
-	else
-		free(line);
+		return;
+	}
+	/* Counted with the problems beyond the list, never dropped unsaid. */
+	free(line);
+	p->errors_dropped++;
 }
 
 int cg_floor_take(struct cg_floor *f, const struct cg_policy *sys,

@@ -249,6 +249,24 @@ START_TEST(action_order)
 }
 END_TEST
 
+/* Past the list's room, refusals are counted, not dropped unsaid. */
+START_TEST(many_refusals_counted)
+{
+	char text[4096] = "", user_env[160];
+	for (int i = 0; i < CG_POLICY_MAX_ERRORS + 4; i++)
+		snprintf(text + strlen(text), sizeof text - strlen(text),
+			 "[rule r%d]\nkernel = k%d\naction = off\n", i, i);
+	write_to(user_file, text);
+	snprintf(user_env, sizeof user_env, "CTXGUARD_POLICY=%s", user_file);
+	char *env[] = {user_env, NULL};
+	struct cg_policy p;
+	cg_policy_load_from(&p, env, sys_locked);
+	ck_assert_uint_eq(p.nrefused, CG_POLICY_MAX_ERRORS);
+	ck_assert_uint_eq(p.errors_dropped, 4);
+	cg_policy_free(&p);
+}
+END_TEST
+
 /* ---- the shim under a locked policy ---------------------------------- */
 
 /* The suite's copy of the library reads its system policy from
@@ -386,6 +404,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, user_file_adds);
 	tcase_add_test(tc, unlocked_as_before);
 	tcase_add_test(tc, action_order);
+	tcase_add_test(tc, many_refusals_counted);
 	tcase_set_timeout(tc, 60);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("shim");
