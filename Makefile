@@ -2,13 +2,16 @@
 # `make test` runs the CPU suite (installs Debian's check if missing);
 # `make demo` runs the reproduction under the shim; `make test-gpu` runs the
 # GPU suite on a machine with GPUs; `make asan` / `make tsan` run the suite
-# under the sanitizers; `make install PREFIX=...`.
+# under the sanitizers; `make fuzz` fuzzes the policy parser (clang);
+# `make install PREFIX=... SYSCONFDIR=...`.
 
 BUILD   ?= build
 CUDA    ?= /usr/local/cuda
 NVCC    ?= $(CUDA)/bin/nvcc
 CC      ?= cc
 PREFIX  ?= /usr/local
+# The system policy is SYSCONFDIR/ctxguard/policy.conf, compiled in.
+SYSCONFDIR ?= /etc
 VERSION := 0.1.0
 SAN     ?=
 OPT     ?= -O2
@@ -57,6 +60,8 @@ KERNEL_OBJ :=
 -include tests/fake/fake.mk
 -include tests/gpu/gpu.mk
 -include bench/bench.mk
+-include tests/fuzz/fuzz.mk
+-include tests/locked.mk
 
 $(BUILD)/obj/%.o: %.c $(wildcard shim/*.h shim/*.def policy/*.h) | $(BUILD)
 	@mkdir -p $(dir $@)
@@ -67,6 +72,14 @@ $(BUILD)/obj/%.o: %.c $(wildcard shim/*.h shim/*.def policy/*.h) | $(BUILD)
 # then never pull this object out of libpolicy.a: compile it plainly.
 $(BUILD)/obj/policy/builtin.o: policy/default.conf
 $(BUILD)/obj/policy/builtin.o: LTO :=
+
+# config.o holds the system policy's path: the stamp rebuilds it when
+# SYSCONFDIR changes.
+SYSCONF_STAMP := $(BUILD)/sysconfdir
+$(shell mkdir -p $(BUILD) && { [ "$$(cat $(SYSCONF_STAMP) 2>/dev/null)" = '$(SYSCONFDIR)' ] || \
+    echo '$(SYSCONFDIR)' > $(SYSCONF_STAMP); })
+$(BUILD)/obj/policy/config.o: $(SYSCONF_STAMP)
+$(BUILD)/obj/policy/config.o: CFLAGS += -DCG_SYSCONFDIR='"$(SYSCONFDIR)"'
 
 $(BUILD)/libpolicy.a: $(POLICY_OBJ)
 	ar rcs $@ $^
@@ -130,6 +143,8 @@ test-gpu: all
 	tests/gpu/run.sh $(BUILD)
 
 # ---- install ----
+# SYSCONFDIR/ctxguard/policy.conf gets the default policy only when absent:
+# an operator's (perhaps locked) policy is never overwritten.
 install: all
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin \
 	    $(DESTDIR)$(PREFIX)/include/ctxguard $(DESTDIR)$(PREFIX)/lib/pkgconfig \
@@ -138,6 +153,9 @@ install: all
 	install -m 755 $(CMD) $(DESTDIR)$(PREFIX)/bin/ctxguard
 	install -m 644 policy/policy.h $(DESTDIR)$(PREFIX)/include/ctxguard/policy.h
 	install -m 644 policy/default.conf $(DESTDIR)$(PREFIX)/share/ctxguard/policy.conf
+	install -d $(DESTDIR)$(SYSCONFDIR)/ctxguard
+	[ -e $(DESTDIR)$(SYSCONFDIR)/ctxguard/policy.conf ] || \
+	    install -m 644 policy/default.conf $(DESTDIR)$(SYSCONFDIR)/ctxguard/policy.conf
 	$(if $(wildcard kernels/grouped_mm.h),install -m 644 kernels/grouped_mm.h $(DESTDIR)$(PREFIX)/include/ctxguard/grouped_mm.h)
 	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: ctxguard\nDescription: stops CUDA kernel launches that cross contexts\nVersion: $(VERSION)\nLibs: -L$${libdir} -lctxguard\nCflags: -I$${includedir}/ctxguard\n' '$(PREFIX)' \
 	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/ctxguard.pc

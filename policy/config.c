@@ -12,13 +12,19 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/auxv.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "lock.h"
 #include "pattern.h"
 #include "policy.h"
 
-#define ETC_POLICY "/etc/ctxguard/policy.conf"
+/* make SYSCONFDIR=... compiles in another directory for it. */
+#ifndef CG_SYSCONFDIR
+#define CG_SYSCONFDIR "/etc"
+#endif
+#define ETC_POLICY CG_SYSCONFDIR "/ctxguard/policy.conf"
 #define BUILTIN_ORIGIN "built-in"
 #define LINE_MAX_BYTES 4096
 #define FILE_MAX_BYTES (1 << 20)
@@ -36,19 +42,26 @@ static void push_error(struct cg_policy *p, char *line)
 	p->errors[p->nerrors++] = line;
 }
 
+char *cg_policy_vline(const char *fmt, va_list ap)
+{
+	char *body = NULL, *line = NULL;
+
+	if (vasprintf(&body, fmt, ap) < 0)
+		return NULL;
+	if (asprintf(&line, "ctxguard: %s", body) < 0)
+		line = NULL;
+	free(body);
+	return line;
+}
+
 __attribute__((format(printf, 2, 3)))
 static void add_error(struct cg_policy *p, const char *fmt, ...)
 {
-	char *body = NULL, *line = NULL;
 	va_list ap;
 
 	va_start(ap, fmt);
-	int r = vasprintf(&body, fmt, ap);
+	char *line = cg_policy_vline(fmt, ap);
 	va_end(ap);
-	if (r < 0 || asprintf(&line, "ctxguard: %s", body) < 0)
-		line = NULL;
-	if (r >= 0)
-		free(body);
 	push_error(p, line);
 }
 
@@ -74,7 +87,7 @@ static struct shown show(const char *v)
 /* ---- settings --------------------------------------------------------- */
 
 enum value_kind { V_ACTION, V_SCOPE, V_BOOL, V_ERROR_CODE, V_EXIT_CODE,
-		  V_PATH, V_REDIRECT, V_FALLBACK };
+		  V_PATH, V_REDIRECT, V_FALLBACK, V_FILE_MODE };
 
 static int parse_mode(const char *s)
 {
@@ -119,15 +132,32 @@ static int parse_bool(const char *s)
 	return -1;
 }
 
-static int parse_exit_code(const char *s)
+/* Digits only, in base, at most max; else -1. */
+static int parse_number(const char *s, int base, long max)
 {
 	char *end;
 
 	if (!isdigit((unsigned char)*s))
 		return -1;
 	errno = 0;
-	long v = strtol(s, &end, 10);
-	return errno || *end || v > 255 ? -1 : (int)v;
+	long v = strtol(s, &end, base);
+	return errno || *end || v > max ? -1 : (int)v;
+}
+
+static int parse_exit_code(const char *s)
+{
+	return parse_number(s, 10, 255);
+}
+
+/* Permission bits in octal, as chmod takes them. */
+static int parse_file_mode(const char *s)
+{
+	return parse_number(s, 8, 0777);
+}
+
+static void show_file_mode(int v, char *buf, size_t n)
+{
+	snprintf(buf, n, "%04o", (unsigned)v);
 }
 
 static void show_action(int v, char *buf, size_t n)
@@ -179,6 +209,8 @@ static const struct {
 	[V_PATH] = {"a file path or none", NULL, NULL},
 	[V_REDIRECT] = {"bundled|rehome", parse_redirect, show_redirect},
 	[V_FALLBACK] = {"abort|error", parse_fallback, show_action},
+	[V_FILE_MODE] = {"octal permission bits 0-0777", parse_file_mode,
+			 show_file_mode},
 };
 
 static const struct setting {
@@ -206,6 +238,9 @@ static const struct setting {
 	/* File only: the built-in rules are dropped only by a file that
 	 * brings rules of its own. */
 	{"defaults", NULL, V_BOOL, offsetof(struct cg_policy, defaults)},
+	{"log_mode", NULL, V_FILE_MODE, offsetof(struct cg_policy, log_mode)},
+	/* Honoured in the system policy only (policy/lock.c). */
+	{"lock", NULL, V_BOOL, offsetof(struct cg_policy, lock)},
 };
 
 #define NSETTINGS (sizeof settings / sizeof settings[0])
@@ -216,6 +251,21 @@ static const struct setting *find_setting(const char *key)
 		if (strcasecmp(key, settings[i].key) == 0)
 			return &settings[i];
 	return NULL;
+}
+
+void cg_setting_show(const struct cg_policy *p, const char *key, char *buf,
+		     size_t n)
+{
+	const struct setting *s = find_setting(key);
+
+	if (!s)
+		snprintf(buf, n, "?");
+	else if (s->kind == V_PATH) {
+		const char *v = *(char *const *)((const char *)p + s->field);
+		snprintf(buf, n, "%s", v ? show(v).s : "none");
+	} else
+		kinds[s->kind].show(*(const int *)((const char *)p + s->field),
+				    buf, n);
 }
 
 /* Apply one value.  `what` names it in an error line: "file:3: mode = x"
@@ -601,6 +651,7 @@ void cg_policy_init(struct cg_policy *p)
 	p->defaults = 1;
 	p->redirect = CG_REDIRECT_BUNDLED;
 	p->redirect_fallback = CG_ACT_ABORT;
+	p->log_mode = 0600;         /* a log may name kernels and files */
 }
 
 void cg_policy_free(struct cg_policy *p)
@@ -615,6 +666,8 @@ void cg_policy_free(struct cg_policy *p)
 	free(p->source);
 	for (size_t i = 0; i < p->nerrors; i++)
 		free(p->errors[i]);
+	for (size_t i = 0; i < p->nrefused; i++)
+		free(p->refused[i]);
 	memset(p, 0, sizeof *p);
 }
 
@@ -714,29 +767,83 @@ static void add_builtin_rules(struct cg_policy *p)
 	cg_policy_free(&builtin);
 }
 
+/* Parse the file at path into p; 1 when it could be read. */
+static int load_file(struct cg_policy *p, const char *path, const char *label,
+		     int missing_ok)
+{
+	char *text = read_policy_file(p, path, label, missing_ok);
+
+	if (!text)
+		return 0;
+	cg_policy_parse(p, text, path);
+	free(text);
+	return 1;
+}
+
+/* A locked system policy stays the floor: the user's file may add rules
+ * after the system's and tighten settings, never replace it. */
+static void add_user_file_locked(struct cg_policy *p, const char *path,
+				 const char *label, const struct cg_floor *f)
+{
+	if (strcasecmp(path, "none") == 0) {
+		cg_policy_refuse(p, "CTXGUARD_POLICY=none", "its settings and"
+				 " rules stay in force (a user file may only"
+				 " add rules and tighten)");
+		return;
+	}
+	size_t first = p->nrules;
+	if (load_file(p, path, label, 0)) {
+		cg_lock_enforce(p, f, label);
+		cg_lock_rules(p, first, f);
+	}
+}
+
 void cg_policy_load_from(struct cg_policy *p, char *const *envp,
 			 const char *etc_path)
 {
 	cg_policy_init(p);
+	/* As the dynamic loader ignores LD_PRELOAD there: in a setuid, setgid
+	 * or file-capability program the environment is an untrusted user's. */
+	int secure = getauxval(AT_SECURE) != 0;
+	if (secure)
+		envp = NULL;
+	p->secure = secure;
 
 	const char *path = env_get(envp, "CTXGUARD_POLICY");
-	char *label = NULL, *text = NULL;
-	if (path && *path) {
+	int user = path && *path, locked = 0;
+	char *label = NULL;
+	struct cg_floor floor;
+
+	if (user && asprintf(&label, "CTXGUARD_POLICY=%s", path) < 0)
+		label = NULL;
+	/* The system file first: its lock decides what the user's may do. */
+	if (etc_path && load_file(p, etc_path, etc_path, 1)) {
+		p->source = strdup(etc_path);
+		locked = p->lock;
+		if (locked && cg_floor_take(&floor, p, etc_path) < 0)
+			add_error(p, "%s: out of memory (the log setting is not"
+				  " locked)", etc_path);
+	}
+	if (user && locked) {
+		add_user_file_locked(p, path, label ? label : path, &floor);
+	} else if (user) {
+		/* Unlocked, the user's file replaces the system's. */
+		cg_policy_free(p);
+		cg_policy_init(p);
+		p->secure = secure;
 		if (strcasecmp(path, "none") != 0 &&
-		    asprintf(&label, "CTXGUARD_POLICY=%s", path) >= 0)
-			text = read_policy_file(p, path, label, 0);
-	} else if (etc_path) {
-		path = etc_path;
-		text = read_policy_file(p, path, path, 1);
+		    load_file(p, path, label ? label : path, 0))
+			p->source = strdup(path);
+		if (p->lock) {
+			add_error(p, "%s: lock = on is honoured only in the"
+				  " system policy %s (ignored)",
+				  label ? label : path, cg_system_policy);
+			p->lock = 0;
+		}
 	}
 	free(label);
-	if (text) {
-		cg_policy_parse(p, text, path);
-		free(text);
-		p->source = strdup(path);
-	} else {
+	if (!p->source)
 		p->source = strdup(BUILTIN_ORIGIN);
-	}
 	if (p->defaults)
 		add_builtin_rules(p);
 
@@ -753,8 +860,14 @@ void cg_policy_load_from(struct cg_policy *p, char *const *envp,
 		}
 		apply_setting(p, s, value, what);
 		free(what);
+		if (locked)
+			cg_lock_enforce(p, &floor, s->env);
 	}
+	if (locked)
+		cg_floor_free(&floor);
 }
+
+const char cg_system_policy[] = ETC_POLICY;
 
 void cg_policy_load(struct cg_policy *p, char *const *envp)
 {

@@ -58,6 +58,8 @@ static int compile(struct cg_pattern *pat, enum cg_pattern_field field,
 			snprintf(err, n, "empty regular expression");
 			return -1;
 		}
+		if (cg_regex_check(re, err, n) < 0)
+			return -1;
 		/* REG_NOSUB: only "does it match" is asked, never where. */
 		int rc = regcomp(&pat->re, re, REG_EXTENDED | REG_NOSUB);
 		if (rc) {

@@ -28,4 +28,8 @@ int cg_pattern_match(const struct cg_pattern *list, const char *s);
 
 void cg_pattern_free(struct cg_pattern *list);
 
+/* 0 when the regex (without "re:") is within the bound that keeps regcomp
+ * small (policy/regex_bound.c); else -1 and why in err. */
+int cg_regex_check(const char *re, char *err, size_t n);
+
 #endif

@@ -46,13 +46,22 @@ struct cg_policy {
 	char *log_path;            /* JSON-lines log (%p pid, %h host, %r rank), or
 				    * "syslog[:SOCKET]"; NULL: none */
 	char *metrics_path;        /* Prometheus text file written at exit; NULL: none */
+	int log_mode;              /* permission bits of a log file ctxguard creates (0600) */
+	int lock;                  /* 1: the system policy is a floor (policy/lock.c) */
+	int secure;                /* 1: secure execution, CTXGUARD_* ignored */
 	char *source;              /* where the policy came from, for the log */
 	size_t nrules;
 	struct cg_rule *rules;
 	size_t nerrors;            /* configuration problems, one line each */
 	char *errors[CG_POLICY_MAX_ERRORS];
 	size_t errors_dropped;     /* problems beyond CG_POLICY_MAX_ERRORS */
+	size_t nrefused;           /* loosenings the lock refused, one line each */
+	char *refused[CG_POLICY_MAX_ERRORS];
 };
+
+/* The system policy file: SYSCONFDIR/ctxguard/policy.conf, chosen at build
+ * time (make SYSCONFDIR=...; default /etc). */
+extern const char cg_system_policy[];
 
 /* The default policy text (policy/default.conf, embedded by builtin.c). */
 extern const char cg_default_conf[];
@@ -61,12 +70,16 @@ extern const char cg_default_conf[];
 void cg_policy_init(struct cg_policy *p);
 
 /* Build the policy: defaults, then the file named by CTXGUARD_POLICY (else
- * /etc/ctxguard/policy.conf when it exists), then the CTXGUARD_* variables
- * of envp.  A bad file or value never fails: it records one precise line in
- * p->errors and keeps the safe default for that setting. */
+ * the system policy when it exists), then the CTXGUARD_* variables of envp.
+ * A bad file or value never fails: it records one precise line in
+ * p->errors and keeps the safe default for that setting.  A system policy
+ * with "lock = on" is a floor instead: the user's file and variables may
+ * only add rules and tighten (p->refused lists what they could not do).  In
+ * secure execution (AT_SECURE: setuid, setgid, file capabilities) envp is
+ * not read at all and p->secure is set. */
 void cg_policy_load(struct cg_policy *p, char *const *envp);
 
-/* The same, with etc_path in place of /etc/ctxguard/policy.conf (tests;
+/* The same, with etc_path in place of the system policy (tests;
  * NULL: no such file).  CTXGUARD_POLICY=none means no file either. */
 void cg_policy_load_from(struct cg_policy *p, char *const *envp,
 			 const char *etc_path);
@@ -77,6 +90,11 @@ void cg_policy_load_from(struct cg_policy *p, char *const *envp,
 int cg_policy_parse(struct cg_policy *p, const char *text, const char *origin);
 
 void cg_policy_free(struct cg_policy *p);
+
+/* Under a lock, record one refused loosening that is not a policy setting
+ * (e.g. asked "CTXGUARD_LIBCUDA=x"; instead: what happens instead). */
+void cg_policy_refuse(struct cg_policy *p, const char *asked,
+		      const char *instead);
 
 /* Index of the first rule matching the kernel, or -1.  Any argument may be
  * NULL.  Called once per function at registration, never per launch. */

@@ -78,8 +78,10 @@ CUresult cg_act(struct cg_crossing *c, const struct cg_fn *fn)
 			action = CG_ACT_ABORT;
 	}
 	if (action == CG_ACT_REDIRECT) {
-		cg_redirect_note(c, fn);
-		return CG_REDIRECTED;
+		if (cg_redirect_note(c, fn))
+			return CG_REDIRECTED;
+		/* Nowhere to keep the crossing for the launch hook. */
+		action = cg_policy->redirect_fallback;
 	}
 	return cg_act_as(c, fn, action);
 }

@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "redirect.h"
@@ -17,6 +18,24 @@ struct cg_calls cg_call;
 void *cg_libcuda;
 
 static struct cg_policy policy;
+static const char *libcuda = "libcuda.so.1";
+
+/* CTXGUARD_LIBCUDA names another driver, for tests; naming one that is not
+ * loaded leaves the shim inert, so neither secure execution nor a lock
+ * takes it. */
+static void choose_libcuda(void)
+{
+	const char *path = policy.secure ? NULL : getenv("CTXGUARD_LIBCUDA");
+	if (!path || !*path)
+		return;
+	if (!policy.lock) {
+		libcuda = path;
+		return;
+	}
+	char asked[128];
+	snprintf(asked, sizeof asked, "CTXGUARD_LIBCUDA=%.80s", path);
+	cg_policy_refuse(&policy, asked, "the driver is libcuda.so.1");
+}
 
 /* 1: ready; 0: libcuda not loaded (yet): ask again at the next call;
  * -1: a libcuda without the basics: inert for good. */
@@ -25,16 +44,14 @@ static int start(void)
 	static int have_policy;
 	if (!have_policy) {
 		cg_policy_load(&policy, environ);
+		choose_libcuda();
 		cg_policy = &policy;
 		have_policy = 1;
 	}
-	const char *path = getenv("CTXGUARD_LIBCUDA");
-	if (!path || !*path)
-		path = "libcuda.so.1";
 	/* Only a driver the program loaded itself: a lookup of some other
 	 * "cu" name (curl_easy_init) must not pull libcuda into a process
 	 * that never uses it.  Every route to a hook comes after that load. */
-	void *h = dlopen(path, RTLD_LAZY | RTLD_NOLOAD);
+	void *h = dlopen(libcuda, RTLD_LAZY | RTLD_NOLOAD);
 	if (!h)
 		return 0;
 	cg_libcuda = h;

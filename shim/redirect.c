@@ -26,29 +26,46 @@
 enum { MAX_KNOWN = 512, MAX_DEVICES = 64 };
 
 /* The crossing cg_act saw, for this thread's launch hook (the operands of
- * a kind-(b) crossing live on the checker's stack: copied). */
+ * a kind-(b) crossing live on the checker's stack: copied).  On the heap,
+ * once per thread: in TLS it would not fit the static TLS block that a
+ * dlopen of the library (ctypes, the torch ops) draws from. */
 enum { NOTED_OPERANDS = 16, SHAPE = 128 };
-static _Thread_local struct {
+struct noted {
 	struct cg_crossing c;
 	const struct cg_fn *fn;
 	struct cg_operand ops[NOTED_OPERANDS];
 	char shapes[NOTED_OPERANDS][SHAPE];
-} noted;
+};
+static _Thread_local struct noted *noted;
+static pthread_key_t noted_key;
+static pthread_once_t noted_once = PTHREAD_ONCE_INIT;
 
-void cg_redirect_note(const struct cg_crossing *c, const struct cg_fn *fn)
+static void make_noted_key(void)
 {
-	noted.c = *c;
-	noted.fn = fn;
+	pthread_key_create(&noted_key, free);
+}
+
+int cg_redirect_note(const struct cg_crossing *c, const struct cg_fn *fn)
+{
+	if (!noted) {
+		pthread_once(&noted_once, make_noted_key);
+		if (!(noted = malloc(sizeof *noted)))
+			return 0;
+		pthread_setspecific(noted_key, noted);
+	}
+	noted->c = *c;
+	noted->fn = fn;
 	size_t n = c->noperands < NOTED_OPERANDS ? c->noperands : NOTED_OPERANDS;
 	for (size_t i = 0; i < n; i++) {
-		noted.ops[i] = c->operands[i];
+		noted->ops[i] = c->operands[i];
 		if (c->operands[i].shape) {
-			snprintf(noted.shapes[i], SHAPE, "%s", c->operands[i].shape);
-			noted.ops[i].shape = noted.shapes[i];
+			snprintf(noted->shapes[i], SHAPE, "%s", c->operands[i].shape);
+			noted->ops[i].shape = noted->shapes[i];
 		}
 	}
-	noted.c.operands = n ? noted.ops : NULL;
-	noted.c.noperands = n;
+	noted->c.operands = n ? noted->ops : NULL;
+	noted->c.noperands = n;
+	return 1;
 }
 
 /* GemmType::Normal: one group, every row in it (a grouped_layout of zeros). */
@@ -424,8 +441,8 @@ static CUresult impossible(struct cg_crossing *c, const struct cg_fn *fn, const 
 
 CUresult cg_redirect(const struct cg_launch *l)
 {
-	struct cg_crossing c = noted.c;
-	struct cg_fn *fn = (struct cg_fn *)noted.fn;
+	struct cg_crossing c = noted->c;
+	struct cg_fn *fn = (struct cg_fn *)noted->fn;
 	char why[512] = "";
 	struct plan p;
 	if (!plan(l, &c, fn, &p, why, sizeof why))
@@ -452,9 +469,9 @@ void cg_redirect_forked(void)
 
 CUresult cg_redirect_refuse(const char *api)
 {
-	struct cg_crossing c = noted.c;
+	struct cg_crossing c = noted->c;
 	char why[128];
 	snprintf(why, sizeof why, "%s is not redirected (cuLaunchKernel and cuLaunchKernelEx are)",
 		 api);
-	return impossible(&c, noted.fn, why);
+	return impossible(&c, noted->fn, why);
 }

@@ -20,8 +20,9 @@ struct cg_launch {
 	void **params, **extra;
 };
 
-/* cg_act's half: keeps the crossing for this thread's cg_redirect. */
-void cg_redirect_note(const struct cg_crossing *c, const struct cg_fn *fn);
+/* cg_act's half: keeps the crossing for this thread's cg_redirect; 0 when
+ * there was no memory to keep it in. */
+int cg_redirect_note(const struct cg_crossing *c, const struct cg_fn *fn);
 /* Runs the noted crossing's launch l where its operands live; CUDA_SUCCESS,
  * or the fallback's result when that cannot be done. */
 CUresult cg_redirect(const struct cg_launch *l);

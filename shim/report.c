@@ -129,10 +129,10 @@ static void open_log(void)
 			  tpl);
 		return;
 	}
-	log_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	char why[512];
+	log_fd = cg_log_open(path, cg_policy->log_mode, why, sizeof why);
 	if (log_fd < 0)
-		cg_stderr("ctxguard: cannot open log %s: %s (logging disabled)\n", path,
-			  strerror(errno));
+		cg_stderr("ctxguard: cannot open log %s: %s (logging disabled)\n", path, why);
 }
 
 /* One write per line, so lines of concurrent threads never interleave:
@@ -211,19 +211,44 @@ void cg_report_forked(void)
 	mine = NULL;
 }
 
+/* Each line on stderr and as one log event. */
+static void announce(const char *event, char *const *lines, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		cg_stderr("%s\n", lines[i]);
+		char esc[1024];
+		cg_json_escape(esc, sizeof esc, lines[i]);
+		cg_log_event(event, "\"message\":\"%s\"", esc);
+	}
+}
+
+/* Secure execution: logged once; said on stderr too when somebody set a
+ * CTXGUARD_* variable, so they learn why it had no effect. */
+static void announce_secure(void)
+{
+	static const char note[] = "ctxguard: secure execution (setuid, setgid or file"
+				   " capabilities): every CTXGUARD_* variable is ignored;"
+				   " only the system policy applies";
+	extern char **environ;
+	for (char **e = environ; e && *e; e++)
+		if (strncmp(*e, "CTXGUARD_", 9) == 0) {
+			cg_stderr("%s\n", note);
+			break;
+		}
+	cg_log_event("secure_execution", "\"message\":\"%s\"", note);
+}
+
 void cg_report_start(void)
 {
 	open_log();
-	const char *s = getenv("CTXGUARD_STATUS");
+	const char *s = cg_policy->secure ? NULL : getenv("CTXGUARD_STATUS");
 	status_fd_open = s && *s && strlen(s) < sizeof status_path;
 	if (status_fd_open)
 		strcpy(status_path, s);
-	for (size_t i = 0; i < cg_policy->nerrors; i++) {
-		cg_stderr("%s\n", cg_policy->errors[i]);
-		char esc[1024];
-		cg_json_escape(esc, sizeof esc, cg_policy->errors[i]);
-		cg_log_event("config_error", "\"message\":\"%s\"", esc);
-	}
+	announce("config_error", cg_policy->errors, cg_policy->nerrors);
+	announce("lock_refused", cg_policy->refused, cg_policy->nrefused);
+	if (cg_policy->secure)
+		announce_secure();
 	if (cg_policy->errors_dropped)
 		cg_stderr("ctxguard: ... and %zu more configuration %s\n", cg_policy->errors_dropped,
 			  plural(cg_policy->errors_dropped, "problem", "problems"));

@@ -442,5 +442,9 @@ void cg_syslog_send(int prio, const struct iovec *v, int n);
 /* The counters in Prometheus text format, written to a temporary file and
  * renamed over the policy's metrics path. */
 void cg_metrics_write(const unsigned long *totals);
+/* Opens a log file for appending, refusing a symlink at the name and
+ * names others could plant (shim/logfile.c); a new file gets mode.  -1
+ * with the reason in why. */
+int cg_log_open(const char *path, int mode, char *why, size_t n);
 
 #endif

@@ -191,6 +191,19 @@ START_TEST(lost_log_records_are_reported)
 }
 END_TEST
 
+/* ctypes (the torch ops, the kernels' tests) loads the library after
+ * start-up: its TLS must fit the static block's surplus. */
+START_TEST(loads_after_start_up)
+{
+	char lib[4096];
+	snprintf(lib, sizeof lib, "%s/libctxguard.so", build_dir());
+	const char *env[] = {"LD_PRELOAD=", NULL};
+	const char *argv[] = {"tests/progs/dlopen", lib, NULL};
+	spawn(&r, env, argv);
+	ck_assert_msg(exited(&r, 0) && strstr(r.out, "dlopen: ok"), "%s%s", r.out, r.err);
+}
+END_TEST
+
 START_TEST(off_is_silent)
 {
 	scenario("off", "dlsym", "data", "launch", "cross", "expert", NULL);
@@ -334,6 +347,7 @@ static Suite *suite(void)
 	tcase_add_test(t, warn_reports_and_launches);
 	tcase_add_test(t, lost_log_records_are_reported);
 	tcase_add_test(t, off_is_silent);
+	tcase_add_test(t, loads_after_start_up);
 	tcase_add_test(t, scope_decides_for_other_kernels);
 	tcase_add_test(t, summary_line_at_exit);
 	tcase_add_test(t, bad_mode_falls_back_to_abort);

@@ -1,0 +1,292 @@
+/* A preloaded library in every process is an attack surface: log files
+ * that cannot be redirected by a planted symlink or file, and secure
+ * execution (a setuid program run by another user) where no CTXGUARD_*
+ * variable is honoured.  The setuid cases need root; without it they print
+ * "skipped: ..." and pass. */
+#include <check.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "../policy/policy.h"
+#include "suite.h"
+#include "spawn.h"
+
+#define NOBODY "65534"
+#define SECRET "SECRET-7f3a-LINE"
+
+static char dir[64];
+static struct run r;
+
+static void setup(void)
+{
+	strcpy(dir, "/tmp/check_secure.XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	ck_assert_int_eq(chmod(dir, 0755), 0);
+}
+
+static void teardown(void)
+{
+	char cmd[128];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+/* dir/name, in one of a few static buffers. */
+static const char *at(const char *name)
+{
+	static char paths[8][256];
+	static int slot;
+	char *p = paths[slot++ % 8];
+	snprintf(p, 256, "%s/%s", dir, name);
+	return p;
+}
+
+static void write_to(const char *path, const char *text, mode_t mode)
+{
+	FILE *f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_ge(fputs(text, f), 0);
+	ck_assert_int_eq(fclose(f), 0);
+	ck_assert_int_eq(chmod(path, mode), 0);
+}
+
+static void make_dir(const char *path, mode_t mode)
+{
+	ck_assert_int_eq(mkdir(path, 0700), 0);
+	ck_assert_int_eq(chmod(path, mode), 0);
+}
+
+/* A program that reaches the driver and exits cleanly, so the shim starts
+ * and opens its log; "env" adds CTXGUARD_LOG and the like. */
+static void run_with_log(const char *log, const char *policy)
+{
+	char log_env[300], policy_env[300];
+	snprintf(log_env, sizeof log_env, "CTXGUARD_LOG=%s", log);
+	snprintf(policy_env, sizeof policy_env, "CTXGUARD_POLICY=%s", policy ? policy : "");
+	const char *env[] = {log_env, policy_env, NULL};
+	const char *argv[] = {"tests/progs/scenario", "dlsym", "data", "launch", "same", NULL};
+	spawn(&r, env, argv);
+	ck_assert_msg(exited(&r, 0), "status %#x\n%s", r.status, r.err);
+}
+
+START_TEST(log_symlink_refused)
+{
+	write_to(at("target"), "precious\n", 0644);
+	ck_assert_int_eq(symlink(at("target"), at("link")), 0);
+	run_with_log(at("link"), NULL);
+	ck_assert_msg(strstr(r.err, "cannot open log") && strstr(r.err, "symbolic link"),
+		      "%s", r.err);
+	ck_assert_str_eq(slurp(at("target")), "precious\n");
+}
+END_TEST
+
+START_TEST(log_world_writable_dir_refused)
+{
+	make_dir(at("ww"), 0777);
+	run_with_log(at("ww/cg.jsonl"), NULL);
+	ck_assert_msg(strstr(r.err, "writable by everyone and not sticky"), "%s", r.err);
+	ck_assert_int_ne(access(at("ww/cg.jsonl"), F_OK), 0);
+}
+END_TEST
+
+/* In a sticky world-writable directory (/tmp) a new file is fine, and it
+ * gets log_mode whatever the umask. */
+START_TEST(log_sticky_new_file)
+{
+	struct stat st;
+	make_dir(at("st"), 01777);
+	run_with_log(at("st/cg.jsonl"), NULL);
+	ck_assert_msg(!strstr(r.err, "cannot open log"), "%s", r.err);
+	ck_assert_int_eq(stat(at("st/cg.jsonl"), &st), 0);
+	ck_assert_uint_eq(st.st_mode & 07777, 0600);
+	ck_assert_msg(strstr(slurp(at("st/cg.jsonl")), "\"event\":\"start\""), "no start record");
+
+	write_to(at("group.conf"), "log_mode = 0640\n", 0644);
+	mode_t old = umask(077);
+	run_with_log(at("st/group.jsonl"), at("group.conf"));
+	umask(old);
+	ck_assert_int_eq(stat(at("st/group.jsonl"), &st), 0);
+	ck_assert_uint_eq(st.st_mode & 07777, 0640);
+}
+END_TEST
+
+/* A second link to a file of ours could be anyone's file. */
+START_TEST(log_sticky_linked_refused)
+{
+	make_dir(at("st"), 01777);
+	write_to(at("st/mine.jsonl"), "", 0600);
+	ck_assert_int_eq(link(at("st/mine.jsonl"), at("st/other")), 0);
+	run_with_log(at("st/mine.jsonl"), NULL);
+	ck_assert_msg(strstr(r.err, "other links"), "%s", r.err);
+	ck_assert_str_eq(slurp(at("st/mine.jsonl")), "");
+}
+END_TEST
+
+static int have_root(const char *what)
+{
+	if (geteuid() == 0)
+		return 1;
+	printf("skipped: %s needs root (CI runs as root)\n", what);
+	return 0;
+}
+
+START_TEST(log_sticky_foreign_refused)
+{
+	if (!have_root("a file of another user in a sticky directory"))
+		return;
+	make_dir(at("st"), 01777);
+	write_to(at("st/theirs.jsonl"), "theirs\n", 0666);
+	ck_assert_int_eq(chown(at("st/theirs.jsonl"), 65534, 65534), 0);
+	run_with_log(at("st/theirs.jsonl"), NULL);
+	ck_assert_msg(strstr(r.err, "belongs to another user"), "%s", r.err);
+	ck_assert_str_eq(slurp(at("st/theirs.jsonl")), "theirs\n");
+}
+END_TEST
+
+/* Copies build/<from> to dir/bin/<name>; setuid root when setuid. */
+static const char *install_copy(const char *from, const char *name, int setuid)
+{
+	static char dst[4][300];
+	static int slot;
+	char *d = dst[slot++ % 4], cmd[1024];
+	mkdir(at("bin"), 0755);
+	snprintf(d, 300, "%s/bin/%s", dir, name);
+	snprintf(cmd, sizeof cmd, "cp '%s/%s' '%s'", build_dir(), from, d);
+	ck_assert_int_eq(system(cmd), 0);
+	ck_assert_int_eq(chown(d, 0, 0), 0);
+	ck_assert_int_eq(chmod(d, setuid ? 04755 : 0755), 0);
+	return d;
+}
+
+/* Root, setpriv and a file system that honours setuid, or a skip line. */
+static const char *setpriv_or_skip(void)
+{
+	static const char *const paths[] = {"/usr/bin/setpriv", "/bin/setpriv"};
+	struct statvfs vfs;
+	if (!have_root("a setuid program run by another user"))
+		return NULL;
+	if (statvfs(dir, &vfs) == 0 && (vfs.f_flag & ST_NOSUID)) {
+		printf("skipped: %s is mounted nosuid\n", dir);
+		return NULL;
+	}
+	for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++)
+		if (access(paths[i], X_OK) == 0)
+			return paths[i];
+	printf("skipped: no setpriv (util-linux) to run a program as another user\n");
+	return NULL;
+}
+
+/* Hostile values for every variable; the secret file is root's, and a
+ * policy read from it would quote its lines in error messages. */
+static void hostile_env(const char **env, char bufs[][300])
+{
+	write_to(at("secret.conf"), "mode = off\n" SECRET "\n", 0600);
+	write_to(at("status"), "", 0644);
+	snprintf(bufs[0], 300, "CTXGUARD_POLICY=%s", at("secret.conf"));
+	snprintf(bufs[1], 300, "CTXGUARD_LOG=%s", at("hostile.log"));
+	snprintf(bufs[2], 300, "CTXGUARD_STATUS=%s", at("status"));
+	const char *fixed[] = {"CTXGUARD_MODE=off", "CTXGUARD_SCOPE=all", "CTXGUARD_OPERANDS=off",
+			       "CTXGUARD_LIBCUDA=/nonexistent/libcuda.so.1", "CTXGUARD_QUIET=1",
+			       /* LeakSanitizer cannot trace a setuid process. */
+			       "ASAN_OPTIONS=detect_leaks=0", "LD_PRELOAD", NULL};
+	int n = 0;
+	for (int i = 0; i < 3; i++)
+		env[n++] = bufs[i];
+	for (int i = 0; fixed[i]; i++)
+		env[n++] = fixed[i];
+	env[n] = NULL;
+}
+
+static void assert_nothing_honoured(void)
+{
+	ck_assert_msg(!strstr(r.out, SECRET) && !strstr(r.err, SECRET), "secret quoted:\n%s%s",
+		      r.out, r.err);
+	ck_assert_msg(access(at("hostile.log"), F_OK) != 0, "CTXGUARD_LOG was opened");
+	ck_assert_str_eq(slurp(at("status")), "");
+}
+
+/* The policy a setuid program loads: the system file's, nothing else. */
+START_TEST(secure_policy_setuid)
+{
+	const char *setpriv = setpriv_or_skip();
+	if (!setpriv)
+		return;
+	const char *prog = install_copy("tests/progs/showpolicy", "showpolicy", 1);
+	write_to(at("system.conf"), "mode = warn\nlog = none\n", 0644);
+	const char *env[16];
+	char bufs[3][300];
+	hostile_env(env, bufs);
+	const char *argv[] = {setpriv, "--reuid=" NOBODY, "--regid=" NOBODY, "--clear-groups",
+			      prog, at("system.conf"), NULL};
+	spawn(&r, env, argv);
+	ck_assert_msg(exited(&r, 0), "status %#x\n%s", r.status, r.err);
+	ck_assert_msg(strstr(r.out, "secure on\n"), "AT_SECURE not set:\n%s", r.out);
+	ck_assert_msg(strstr(r.out, "mode warn\nscope experts\noperands on\nlog none\n") &&
+		      !strstr(r.out, "\nerror ") && !strstr(r.out, "\nrefused "),
+		      "%s", r.out);
+	assert_nothing_honoured();
+}
+END_TEST
+
+/* The shim in a setuid CUDA program: the crossing is stopped as the
+ * built-in policy says, whatever the variables ask. */
+START_TEST(secure_shim_setuid)
+{
+	const char *setpriv = setpriv_or_skip();
+	if (!setpriv)
+		return;
+	if (access(cg_system_policy, F_OK) == 0) {
+		printf("skipped: %s is installed here; this test needs the built-in policy\n",
+		       cg_system_policy);
+		return;
+	}
+	const char *prog = install_copy("tests/progs/secure", "secure", 1);
+	const char *shim = install_copy("libctxguard.so", "libctxguard.so", 0);
+	const char *cuda = install_copy("fake/libcuda.so.1", "libcuda.so.1", 0);
+	const char *env[16];
+	char bufs[3][300];
+	hostile_env(env, bufs);
+	const char *argv[] = {setpriv, "--reuid=" NOBODY, "--regid=" NOBODY, "--clear-groups",
+			      prog, cuda, shim, NULL};
+	spawn(&r, env, argv);
+	ck_assert_msg(strstr(r.out, "at_secure 1\n"), "AT_SECURE not set:\n%s%s", r.out, r.err);
+	/* scope all not honoured: the plain kernel's crossing went by */
+	ck_assert_msg(strstr(r.out, "plain: "), "%s\n%s", r.out, r.err);
+	/* mode off, operands off, the policy file, the driver name: none */
+	ck_assert_msg(killed_by(&r, SIGABRT) && strstr(r.err, cg_deepgemm_message),
+		      "status %#x\n%s\n%s", r.status, r.out, r.err);
+	ck_assert_msg(strstr(r.err, "secure execution") && strstr(r.err, "CTXGUARD_* variable"),
+		      "%s", r.err);
+	assert_nothing_honoured();
+}
+END_TEST
+
+static Suite *suite(void)
+{
+	Suite *s = suite_create("secure");
+	TCase *tc = tcase_create("log_file");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, log_symlink_refused);
+	tcase_add_test(tc, log_world_writable_dir_refused);
+	tcase_add_test(tc, log_sticky_new_file);
+	tcase_add_test(tc, log_sticky_linked_refused);
+	tcase_add_test(tc, log_sticky_foreign_refused);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("setuid");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, secure_policy_setuid);
+	tcase_add_test(tc, secure_shim_setuid);
+	tcase_set_timeout(tc, 60);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	return run_suite(suite());
+}
