@@ -9,7 +9,7 @@ CUDA    ?= /usr/local/cuda
 NVCC    ?= $(CUDA)/bin/nvcc
 CC      ?= cc
 PREFIX  ?= /usr/local
-VERSION := 0.1.0
+VERSION := $(shell cat VERSION)
 SAN     ?=
 OPT     ?= -O2
 # Link-time optimisation lets the compiler inline each family's handler and
