@@ -23,6 +23,8 @@ _lib = None
 def lib():
     """The loaded library, its driver table initialised (first call only)."""
     global _lib
+    if _lib is not None:
+        return _lib
     with _lock:
         if _lib is None:
             path = os.environ.get("CTXGUARD_LIBRARY") or library_path()

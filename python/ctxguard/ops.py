@@ -24,7 +24,7 @@ import torch
 
 from . import _native
 
-__all__ = ["grouped_mm", "grouped_mm_fp8", "quantize_fp8_rows"]
+__all__ = ["grouped_mm", "grouped_mm_fp8", "quantize_fp8_rows", "quantize_fp8_blocks"]
 
 FP8 = torch.float8_e4m3fn
 BLOCK = 128  # DeepGEMM's scale block: 1 x 128 for A, 128 x 128 for B
@@ -107,7 +107,7 @@ def _launch(what, device, dtype, b_layout, a, b, out, offs, sfa=None, sfb=None, 
                          sfa_strides[0], sfa_strides[1], m, n, k, g, what)
 
 
-@torch.library.custom_op("ctxguard::grouped_mm", mutates_args=(), device_types="cuda")
+@torch.library.custom_op("ctxguard::grouped_mm", mutates_args=())
 def _grouped_mm(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:
     device = _check_bf16(a, b, offs)
     m, n = a.size(0), b.size(2)
@@ -146,7 +146,7 @@ def _backward(ctx, grad):
 _grouped_mm.register_autograd(_backward, setup_context=_setup_context)
 
 
-@torch.library.custom_op("ctxguard::grouped_mm_fp8", mutates_args=(), device_types="cuda")
+@torch.library.custom_op("ctxguard::grouped_mm_fp8", mutates_args=())
 def _grouped_mm_fp8(a: torch.Tensor, a_scale: torch.Tensor, b: torch.Tensor, b_scale: torch.Tensor,
                     offs: torch.Tensor) -> torch.Tensor:
     device = _check_fp8(a, a_scale, b, b_scale, offs)
@@ -190,4 +190,16 @@ def quantize_fp8_rows(x):
     xp = torch.nn.functional.pad(x.float(), (0, kb * BLOCK - k)).view(m, kb, BLOCK)
     scale = xp.abs().amax(-1).clamp(min=1e-4) / 448.0
     q = (xp / scale.unsqueeze(-1)).to(FP8).view(m, kb * BLOCK)[:, :k]
+    return q.contiguous(), scale
+
+
+def quantize_fp8_blocks(w):
+    """w [G, N, K] -> (e4m3 [G, N, K], fp32 scales [G, ceil(N/128), ceil(K/128)]):
+    one scale per 128x128 block, amax / 448, the weight format grouped_mm_fp8
+    takes (and transformers' fine-grained FP8 `*_scale_inv`)."""
+    g, n, k = w.shape
+    nb, kb = _cdiv(n, BLOCK), _cdiv(k, BLOCK)
+    wp = torch.nn.functional.pad(w.float(), (0, kb * BLOCK - k, 0, nb * BLOCK - n)).view(g, nb, BLOCK, kb, BLOCK)
+    scale = wp.abs().amax(dim=(2, 4)).clamp(min=1e-4) / 448.0
+    q = (wp / scale[:, :, None, :, None]).to(FP8).view(g, nb * BLOCK, kb * BLOCK)[:, :n, :k]
     return q.contiguous(), scale
