@@ -1,11 +1,10 @@
 # shellcheck shell=bash
 # The installed package for the GPU cases 60-64, sourced after lib.sh:
-#   pip_env [fresh]   builds the wheel from this tree with the machine's
-#                     setuptools (pip install --no-build-isolation: no
-#                     network) into a venv at $BUILD/pip/venv that sees the
-#                     system's torch and transformers; reused by later cases
-#                     unless "fresh".  Sets PIP_PY (the venv's python) and
-#                     PIP_BIN (its bin/, where the ctxguard command is).
+#   pip_env fresh|reuse  installs this tree with the machine's setuptools
+#                     (pip install --no-build-isolation: no network) into a
+#                     venv at $BUILD/pip/venv that sees the system's torch and
+#                     transformers; "reuse" keeps an earlier case's install.
+#                     PIP_PY: the venv's python; PIP_BIN: its bin/ (ctxguard).
 PIP_VENV=$BUILD/pip/venv
 PIP_PY=$PIP_VENV/bin/python
 PIP_BIN=$PIP_VENV/bin
@@ -23,4 +22,14 @@ pip_env() {
 		grep -E 'Successfully|kernels:' "$TMP/pip.log"
 	fi
 	return 0
+}
+
+# pip_test_ops PART: tests/gpu/test_ops.py PART with the venv's python under
+# its ctxguard command (--mode abort --scope all): checks pass, 0 crossings.
+pip_test_ops() {
+	export TRITON_CACHE_DIR=$TMP/triton TORCHINDUCTOR_CACHE_DIR=$TMP/inductor
+	run ops "$PIP_BIN/ctxguard" --mode abort --scope all --error-exitcode 86 --log "$TMP/ops.%p.jsonl" -- \
+		"$PIP_PY" tests/gpu/test_ops.py "$1"
+	cat "$TMP/ops.out"
+	expect_clean ops "test_ops: ok"
 }

@@ -1,17 +1,13 @@
 #!/usr/bin/env bash
-# (p) ctxguard.grouped_mm / grouped_mm_fp8 from the installed package:
-# tests/gpu/test_ops.py training (see its docstring), under the ctxguard command
-# with --mode abort --scope all: its checks pass, 0 crossings.
+# (p) The bf16 op's gradients against float64 autograd, torch.compile
+# (fullgraph=True) of an experts module using it (forward and backward vs
+# eager), CUDA graph capture and replay (tests/gpu/test_ops.py training).
 # shellcheck source=tests/gpu/lib.sh
 . "$(dirname "$0")/../lib.sh"
 # shellcheck source=tests/gpu/pip.sh
 . "$(dirname "$0")/../pip.sh"
 need_gpus 1
 need_python torch
-pip_env
-export TRITON_CACHE_DIR=$TMP/triton TORCHINDUCTOR_CACHE_DIR=$TMP/inductor
-run ops "$PIP_BIN/ctxguard" --mode abort --scope all --error-exitcode 86 --log "$TMP/ops.%p.jsonl" -- \
-	"$PIP_PY" tests/gpu/test_ops.py training
-cat "$TMP/ops.out"
-expect_clean ops "test_ops: ok"
-pass "ops training correct, 0 crossings"
+pip_env reuse
+pip_test_ops training
+pass "gradients, torch.compile and CUDA graph replay correct, 0 crossings"

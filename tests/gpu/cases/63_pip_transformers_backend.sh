@@ -10,7 +10,7 @@
 . "$(dirname "$0")/../pip.sh"
 need_gpus 2
 need_python torch transformers accelerate
-pip_env
+pip_env reuse
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TRITON_CACHE_DIR=$TMP/triton
 run moe "$PIP_BIN/ctxguard" --mode abort --scope all --error-exitcode 86 --log "$TMP/moe.%p.jsonl" -- \
 	"$PIP_PY" examples/qwen3_moe_ctxguard.py both

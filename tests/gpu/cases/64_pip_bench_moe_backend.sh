@@ -11,7 +11,7 @@
 . "$(dirname "$0")/../pip.sh"
 need_gpus 1
 need_python torch transformers
-pip_env
+pip_env reuse
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 run bench "$PIP_PY" bench/bench_moe_backend.py
 show bench
