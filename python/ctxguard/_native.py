@@ -3,9 +3,10 @@ points (kernels/grouped_mm.h).
 
 The library is loaded RTLD_LOCAL: its driver hooks stay out of the global
 symbol scope, so loading it interposes nothing; the kernels reach libcuda
-through their own table of real driver functions.  Under `ctxguard --` (the
-same file preloaded) dlopen returns the preloaded copy, whose table the shim
-filled, and the kernels' launches are checked like any other.
+through their own table of driver functions, resolved with dlsym on
+libcuda.so.1.  Under `ctxguard --` (the same file preloaded) dlopen returns
+the preloaded copy, whose dlsym is the shim's: the kernels' own loads and
+launches are then recorded and checked like any program's.
 """
 import ctypes
 import os
