@@ -28,9 +28,11 @@ def command_path():
 
 
 def __getattr__(name):
-    # The ops import torch: only when asked for.
+    # The ops import torch: only when asked for; then they are plain
+    # attributes (torch.compile reads module attributes directly).
     if name in ("grouped_mm", "grouped_mm_fp8"):
         from . import ops
 
-        return getattr(ops, name)
+        globals()[name] = getattr(ops, name)
+        return globals()[name]
     raise AttributeError("module 'ctxguard' has no attribute %r" % name)
