@@ -34,35 +34,36 @@ def _cdiv(x, y):
     return (x + y - 1) // y
 
 
-def _require(what, ok, fmt, *args):
+def _require(what, ok, explain):
+    """ValueError naming the op, with explain()'s text, unless ok (the text
+    is built only then: these checks run on every call)."""
     if not ok:
-        raise ValueError("ctxguard.%s: %s" % (what, fmt % args))
+        raise ValueError("ctxguard.%s: %s" % (what, explain()))
 
 
 def _one_device(what, named):
     """The single CUDA device of all inputs, else ValueError naming each."""
-    devices = {t.device for _, t in named}
-    _require(what, len(devices) == 1,
-             "inputs on different devices (%s); move them to one device, the one the kernel is to run on",
-             ", ".join("%s on %s" % (n, t.device) for n, t in named))
-    device = devices.pop()
-    _require(what, device.type == "cuda", "needs CUDA tensors, got %s", device)
+    device = named[0][1].device
+    _require(what, all(t.device == device for _, t in named),
+             lambda: "inputs on different devices (%s); move them to one device, the one the kernel is to run on"
+             % ", ".join("%s on %s" % (n, t.device) for n, t in named))
+    _require(what, device.type == "cuda", lambda: "needs CUDA tensors, got %s" % device)
     return device
 
 
 def _check_offs(what, offs, g):
     _require(what, offs.dim() == 1 and offs.size(0) == g and offs.dtype == torch.int32,
-             "offs must be int32 [%d] (one inclusive row end per group), got %s %s",
-             g, offs.dtype, list(offs.shape))
+             lambda: "offs must be int32 [%d] (one inclusive row end per group), got %s %s"
+             % (g, offs.dtype, list(offs.shape)))
 
 
 def _check_bf16(a, b, offs):
     what = "grouped_mm"
     device = _one_device(what, (("a", a), ("b", b), ("offs", offs)))
     _require(what, a.dim() == 2 and b.dim() == 3 and a.size(1) == b.size(1),
-             "expects a [M, K] and b [G, K, N], got a %s and b %s", list(a.shape), list(b.shape))
+             lambda: "expects a [M, K] and b [G, K, N], got a %s and b %s" % (list(a.shape), list(b.shape)))
     _require(what, a.dtype == torch.bfloat16 and b.dtype == torch.bfloat16,
-             "a and b must be bfloat16, got %s and %s", a.dtype, b.dtype)
+             lambda: "a and b must be bfloat16, got %s and %s" % (a.dtype, b.dtype))
     _check_offs(what, offs, b.size(0))
     return device
 
@@ -72,18 +73,18 @@ def _check_fp8(a, a_scale, b, b_scale, offs):
     device = _one_device(what, (("a", a), ("a_scale", a_scale), ("b", b), ("b_scale", b_scale),
                                 ("offs", offs)))
     _require(what, a.dim() == 2 and b.dim() == 3 and a.size(1) == b.size(2),
-             "expects a [M, K] and b [G, N, K], got a %s and b %s", list(a.shape), list(b.shape))
-    _require(what, a.dtype == FP8 and b.dtype == FP8, "a and b must be float8_e4m3fn, got %s and %s",
-             a.dtype, b.dtype)
+             lambda: "expects a [M, K] and b [G, N, K], got a %s and b %s" % (list(a.shape), list(b.shape)))
+    _require(what, a.dtype == FP8 and b.dtype == FP8,
+             lambda: "a and b must be float8_e4m3fn, got %s and %s" % (a.dtype, b.dtype))
     m, k = a.shape
     g, n, _ = b.shape
-    want_sa, want_sb = [m, _cdiv(k, BLOCK)], [g, _cdiv(n, BLOCK), _cdiv(k, BLOCK)]
-    _require(what, a_scale.dtype == torch.float32 and list(a_scale.shape) == want_sa,
-             "a_scale must be float32 %s (per row and 128 channels), got %s %s",
-             want_sa, a_scale.dtype, list(a_scale.shape))
-    _require(what, b_scale.dtype == torch.float32 and list(b_scale.shape) == want_sb,
-             "b_scale must be float32 %s (per 128x128 block of b), got %s %s",
-             want_sb, b_scale.dtype, list(b_scale.shape))
+    want_sa, want_sb = (m, _cdiv(k, BLOCK)), (g, _cdiv(n, BLOCK), _cdiv(k, BLOCK))
+    _require(what, a_scale.dtype == torch.float32 and tuple(a_scale.shape) == want_sa,
+             lambda: "a_scale must be float32 %s (per row and 128 channels), got %s %s"
+             % (list(want_sa), a_scale.dtype, list(a_scale.shape)))
+    _require(what, b_scale.dtype == torch.float32 and tuple(b_scale.shape) == want_sb,
+             lambda: "b_scale must be float32 %s (per 128x128 block of b), got %s %s"
+             % (list(want_sb), b_scale.dtype, list(b_scale.shape)))
     _check_offs(what, offs, g)
     return device
 
@@ -172,7 +173,7 @@ def grouped_mm(a, b, offs, out_dtype=torch.bfloat16):
     """torch._grouped_mm(a, b, offs=offs) for a [M, K] bf16, b [G, K, N] bf16
     (or the transpose view of [G, N, K]), offs int32 [G]; the kernels write
     bf16, so out_dtype must be torch.bfloat16."""
-    _require("grouped_mm", out_dtype == torch.bfloat16, "out_dtype %s: the kernels write bfloat16", out_dtype)
+    _require("grouped_mm", out_dtype == torch.bfloat16, lambda: "out_dtype %s: the kernels write bfloat16" % out_dtype)
     return torch.ops.ctxguard.grouped_mm(a, b, offs)
 
 
