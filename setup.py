@@ -1,7 +1,8 @@
 """The build step setuptools runs: `make` builds libctxguard.so (kernels
 embedded when nvcc is found; NVCC=... in the environment picks another) and
 the ctxguard command, which go into the package as ctxguard/lib/ and
-ctxguard/bin/ (the command finds the library at ../lib, as installed)."""
+ctxguard/bin/ (the command finds the library at ../lib, as installed).
+CTXGUARD_JOBS sets make's -j (default: every CPU)."""
 import os
 import shutil
 import subprocess
