@@ -12,7 +12,7 @@ CC      ?= cc
 PREFIX  ?= /usr/local
 # The system policy is SYSCONFDIR/ctxguard/policy.conf, compiled in.
 SYSCONFDIR ?= /etc
-VERSION := 0.1.0
+VERSION := $(shell cat VERSION)
 SAN     ?=
 OPT     ?= -O2
 # Warnings never break a user's build: whatever compiler, distribution or

@@ -1,0 +1,206 @@
+"""The bundled grouped_mm kernels as PyTorch ops (torch.library custom ops,
+so torch.compile(fullgraph=True) and CUDA graph capture see one opaque op
+with a fake implementation).
+
+  grouped_mm(a, b, offs)            torch._grouped_mm 2D x 3D: a [M, K] bf16,
+                                    b [G, K, N] bf16 (or the transpose view of
+                                    HF's [G, N, K] weights, read in place),
+                                    offs int32 [G] inclusive row ends -> [M, N]
+  grouped_mm_fp8(a, a_scale, b, b_scale, offs)
+                                    DeepGEMM's block-scaled fp8: a [M, K] e4m3
+                                    with a_scale fp32 [M, ceil(K/128)] (any
+                                    strides, e.g. DeepGEMM's M-major view),
+                                    b [G, N, K] e4m3 with b_scale fp32
+                                    [G, ceil(N/128), ceil(K/128)] -> bf16 [M, N]
+
+Rows past offs[-1] are left unwritten, as torch._grouped_mm leaves them.
+Each call runs on its tensors' device, on that device's current stream,
+under a device guard; inputs on different devices raise ValueError.
+bf16 autograd: dA = dOut x B^T through the same kernels; dB, a reduction
+over each group's rows that these m-grouped kernels do not compute, through
+torch._grouped_mm 2D x 2D (torch's own backward for grouped_mm).
+"""
+import torch
+
+from . import _native
+
+__all__ = ["grouped_mm", "grouped_mm_fp8", "quantize_fp8_rows", "quantize_fp8_blocks"]
+
+FP8 = torch.float8_e4m3fn
+BLOCK = 128  # DeepGEMM's scale block: 1 x 128 for A, 128 x 128 for B
+
+
+def _cdiv(x, y):
+    return (x + y - 1) // y
+
+
+def _require(what, ok, explain):
+    """ValueError naming the op, with explain()'s text, unless ok (the text
+    is built only then: these checks run on every call)."""
+    if not ok:
+        raise ValueError("ctxguard.%s: %s" % (what, explain()))
+
+
+def _one_device(what, named):
+    """The single CUDA device of all inputs, else ValueError naming each."""
+    device = named[0][1].device
+    _require(what, all(t.device == device for _, t in named),
+             lambda: "inputs on different devices (%s); move them to one device, the one the kernel is to run on"
+             % ", ".join("%s on %s" % (n, t.device) for n, t in named))
+    _require(what, device.type == "cuda", lambda: "needs CUDA tensors, got %s" % device)
+    return device
+
+
+def _check_offs(what, offs, g):
+    _require(what, offs.dim() == 1 and offs.size(0) == g and offs.dtype == torch.int32,
+             lambda: "offs must be int32 [%d] (one inclusive row end per group), got %s %s"
+             % (g, offs.dtype, list(offs.shape)))
+
+
+def _check_bf16(a, b, offs):
+    what = "grouped_mm"
+    device = _one_device(what, (("a", a), ("b", b), ("offs", offs)))
+    _require(what, a.dim() == 2 and b.dim() == 3 and a.size(1) == b.size(1),
+             lambda: "expects a [M, K] and b [G, K, N], got a %s and b %s" % (list(a.shape), list(b.shape)))
+    _require(what, a.dtype == torch.bfloat16 and b.dtype == torch.bfloat16,
+             lambda: "a and b must be bfloat16, got %s and %s" % (a.dtype, b.dtype))
+    _check_offs(what, offs, b.size(0))
+    return device
+
+
+def _check_fp8(a, a_scale, b, b_scale, offs):
+    what = "grouped_mm_fp8"
+    device = _one_device(what, (("a", a), ("a_scale", a_scale), ("b", b), ("b_scale", b_scale),
+                                ("offs", offs)))
+    _require(what, a.dim() == 2 and b.dim() == 3 and a.size(1) == b.size(2),
+             lambda: "expects a [M, K] and b [G, N, K], got a %s and b %s" % (list(a.shape), list(b.shape)))
+    _require(what, a.dtype == FP8 and b.dtype == FP8,
+             lambda: "a and b must be float8_e4m3fn, got %s and %s" % (a.dtype, b.dtype))
+    m, k = a.shape
+    g, n, _ = b.shape
+    want_sa, want_sb = (m, _cdiv(k, BLOCK)), (g, _cdiv(n, BLOCK), _cdiv(k, BLOCK))
+    _require(what, a_scale.dtype == torch.float32 and tuple(a_scale.shape) == want_sa,
+             lambda: "a_scale must be float32 %s (per row and 128 channels), got %s %s"
+             % (list(want_sa), a_scale.dtype, list(a_scale.shape)))
+    _require(what, b_scale.dtype == torch.float32 and tuple(b_scale.shape) == want_sb,
+             lambda: "b_scale must be float32 %s (per 128x128 block of b), got %s %s"
+             % (list(want_sb), b_scale.dtype, list(b_scale.shape)))
+    _check_offs(what, offs, g)
+    return device
+
+
+def _b_operand(b):
+    """b [G, K, N] as the kernels take it: HF's [G, N, K] storage read in
+    place when b is its transpose view, else [G, K, N] contiguous."""
+    bt = b.transpose(-2, -1)
+    if bt.is_contiguous():
+        return bt, _native.B_NK
+    return b.contiguous(), _native.B_KN
+
+
+def _launch(what, device, dtype, b_layout, a, b, out, offs, sfa=None, sfb=None, sfa_strides=(0, 0)):
+    m, k = a.shape
+    g, n = b.size(0), out.size(1)
+    with torch.cuda.device(device):
+        stream = torch.cuda.current_stream(device).cuda_stream
+        _native.gmm_offs(stream, dtype, b_layout, a.data_ptr(), b.data_ptr(), out.data_ptr(), offs.data_ptr(),
+                         0 if sfa is None else sfa.data_ptr(), 0 if sfb is None else sfb.data_ptr(),
+                         sfa_strides[0], sfa_strides[1], m, n, k, g, what)
+
+
+@torch.library.custom_op("ctxguard::grouped_mm", mutates_args=())
+def _grouped_mm(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:
+    device = _check_bf16(a, b, offs)
+    m, n = a.size(0), b.size(2)
+    if a.size(1) == 0:
+        return torch.zeros(m, n, dtype=torch.bfloat16, device=device)
+    out = torch.empty(m, n, dtype=torch.bfloat16, device=device)
+    if m and n:
+        bk, layout = _b_operand(b)
+        _launch("grouped_mm", device, _native.BF16, layout, a.contiguous(), bk, out, offs.contiguous())
+    return out
+
+
+@_grouped_mm.register_fake
+def _(a, b, offs):
+    _check_bf16(a, b, offs)
+    return a.new_empty((a.size(0), b.size(2)), dtype=torch.bfloat16)
+
+
+def _setup_context(ctx, inputs, output):
+    ctx.save_for_backward(*inputs)
+
+
+def _backward(ctx, grad):
+    a, b, offs = ctx.saved_tensors
+    da = db = None
+    if ctx.needs_input_grad[0]:
+        da = torch.ops.ctxguard.grouped_mm(grad, b.transpose(-2, -1), offs)
+    if ctx.needs_input_grad[1]:
+        db = torch._grouped_mm(a.transpose(0, 1), grad.contiguous(), offs=offs)
+        # An empty group's gradient is zero whatever the 2D x 2D kernel leaves there.
+        counts = torch.diff(offs, prepend=offs.new_zeros(1))
+        db = db.masked_fill((counts == 0).view(-1, 1, 1), 0)
+    return da, db, None
+
+
+_grouped_mm.register_autograd(_backward, setup_context=_setup_context)
+
+
+@torch.library.custom_op("ctxguard::grouped_mm_fp8", mutates_args=())
+def _grouped_mm_fp8(a: torch.Tensor, a_scale: torch.Tensor, b: torch.Tensor, b_scale: torch.Tensor,
+                    offs: torch.Tensor) -> torch.Tensor:
+    device = _check_fp8(a, a_scale, b, b_scale, offs)
+    m, n = a.size(0), b.size(1)
+    if a.size(1) == 0:
+        return torch.zeros(m, n, dtype=torch.bfloat16, device=device)
+    out = torch.empty(m, n, dtype=torch.bfloat16, device=device)
+    if m and n:
+        if 0 in a_scale.stride():  # a broadcast view: the kernel reads (0, 0) as row-major
+            a_scale = a_scale.contiguous()
+        _launch("grouped_mm_fp8", device, _native.FP8, _native.B_NK, a.contiguous(), b.contiguous(), out,
+                offs.contiguous(), a_scale, b_scale.contiguous(), a_scale.stride())
+    return out
+
+
+@_grouped_mm_fp8.register_fake
+def _(a, a_scale, b, b_scale, offs):
+    _check_fp8(a, a_scale, b, b_scale, offs)
+    return a.new_empty((a.size(0), b.size(1)), dtype=torch.bfloat16)
+
+
+def grouped_mm(a, b, offs, out_dtype=torch.bfloat16):
+    """torch._grouped_mm(a, b, offs=offs) for a [M, K] bf16, b [G, K, N] bf16
+    (or the transpose view of [G, N, K]), offs int32 [G]; the kernels write
+    bf16, so out_dtype must be torch.bfloat16."""
+    _require("grouped_mm", out_dtype == torch.bfloat16, lambda: "out_dtype %s: the kernels write bfloat16" % out_dtype)
+    return torch.ops.ctxguard.grouped_mm(a, b, offs)
+
+
+def grouped_mm_fp8(a, a_scale, b, b_scale, offs):
+    """Block-scaled fp8 grouped GEMM with DeepGEMM's operands (see the module
+    docstring); bf16 [M, N].  Inference only (no autograd)."""
+    return torch.ops.ctxguard.grouped_mm_fp8(a, a_scale, b, b_scale, offs)
+
+
+def quantize_fp8_rows(x):
+    """x [M, K] -> (e4m3 [M, K], fp32 scales [M, ceil(K/128)]): one scale per
+    row and 128 channels, amax / 448, the activation format grouped_mm_fp8 takes."""
+    m, k = x.shape
+    kb = _cdiv(k, BLOCK)
+    xp = torch.nn.functional.pad(x.float(), (0, kb * BLOCK - k)).view(m, kb, BLOCK)
+    scale = xp.abs().amax(-1).clamp(min=1e-4) / 448.0
+    q = (xp / scale.unsqueeze(-1)).to(FP8).view(m, kb * BLOCK)[:, :k]
+    return q.contiguous(), scale
+
+
+def quantize_fp8_blocks(w):
+    """w [G, N, K] -> (e4m3 [G, N, K], fp32 scales [G, ceil(N/128), ceil(K/128)]):
+    one scale per 128x128 block, amax / 448, the weight format grouped_mm_fp8
+    takes (and transformers' fine-grained FP8 `*_scale_inv`)."""
+    g, n, k = w.shape
+    nb, kb = _cdiv(n, BLOCK), _cdiv(k, BLOCK)
+    wp = torch.nn.functional.pad(w.float(), (0, kb * BLOCK - k, 0, nb * BLOCK - n)).view(g, nb, BLOCK, kb, BLOCK)
+    scale = wp.abs().amax(dim=(2, 4)).clamp(min=1e-4) / 448.0
+    q = (wp / scale[:, :, None, :, None]).to(FP8).view(g, nb * BLOCK, kb * BLOCK)[:, :n, :k]
+    return q.contiguous(), scale

@@ -1,0 +1,89 @@
+"""experts_implementation="ctxguard" for transformers (>= 5): the bundled
+grouped_mm kernels behind transformers' own ExpertsInterface, for bf16
+experts and for fine-grained FP8 experts (e4m3, 128x128 weight blocks,
+dynamic 1x128 activation scales) -- the ones transformers would otherwise
+hand to DeepGEMM.  Every GEMM runs on its experts' device under a device
+guard, so a model spread over several GPUs by device_map is safe.
+
+    import ctxguard.transformers
+    ctxguard.transformers.register()
+    model = AutoModelForCausalLM.from_pretrained(..., device_map="auto", experts_implementation="ctxguard")
+"""
+import torch
+
+from .ops import grouped_mm, grouped_mm_fp8, quantize_fp8_rows
+
+NAME = "ctxguard"
+
+
+def _route(self, hidden_states, top_k_index, top_k_weights, project):
+    """transformers' grouped_mm experts dispatch (sort by expert, offsets by
+    histc, EP sentinels past offs[-1] masked), with project(x, weights) for
+    each of the two grouped GEMMs."""
+    num_top_k = top_k_index.size(-1)
+    num_tokens, hidden_dim = hidden_states.shape
+    expert_ids_g, perm = torch.sort(top_k_index.reshape(-1))
+    states = hidden_states[perm // num_top_k]
+    weights_g = top_k_weights.reshape(-1)[perm]
+    # histc, not bincount: no host sync, so CUDA graphs can capture it.
+    counts = torch.histc(expert_ids_g.int(), bins=self.num_experts, min=0, max=self.num_experts - 1)
+    offs = torch.cumsum(counts, dim=0, dtype=torch.int32)
+    sentinel = (expert_ids_g >= self.num_experts).unsqueeze(-1)
+    ids = expert_ids_g.clamp(max=self.num_experts - 1)
+    states = states.masked_fill(sentinel, 0.0)
+
+    up = "gate_up_proj" if self.has_gate else "up_proj"
+    out = project(states, up, offs, ids).masked_fill(sentinel, 0.0)
+    out = self._apply_gate(out) if self.has_gate else self.act_fn(out)
+    out = project(out, "down_proj", offs, ids).masked_fill(sentinel, 0.0)
+    out = out * weights_g.to(out.dtype).unsqueeze(-1)
+    inv = torch.empty_like(perm)
+    inv[perm] = torch.arange(perm.size(0), device=perm.device)
+    return out[inv].view(num_tokens, num_top_k, hidden_dim).sum(dim=1).to(hidden_states.dtype)
+
+
+def experts_forward(self, hidden_states, top_k_index, top_k_weights):
+    """bf16 experts: weights [E, out, in] (or [E, in, out] when is_transposed)."""
+
+    def project(x, name, offs, ids):
+        w = getattr(self, name)
+        if w.dtype != torch.bfloat16:
+            raise ValueError("experts_implementation='ctxguard': %s is %s; the kernels take bfloat16 weights "
+                             "(load the model with dtype=torch.bfloat16)" % (name, w.dtype))
+        out = grouped_mm(x.to(torch.bfloat16), w if self.is_transposed else w.transpose(-2, -1), offs)
+        if self.has_bias:
+            out = out + getattr(self, name + "_bias")[ids]
+        return out
+
+    return _route(self, hidden_states, top_k_index, top_k_weights, project)
+
+
+def fp8_experts_forward(self, hidden_states, top_k_index, top_k_weights):
+    """Fine-grained FP8 experts: e4m3 weights [E, out, in] with fp32
+    `*_scale_inv` [E, out/128, in/128]; activations quantized per row and 128
+    channels on the fly."""
+    block = tuple(self.block_size or ())
+    if block != (128, 128) or self.activation_scheme != "dynamic":
+        raise ValueError("experts_implementation='ctxguard': FP8 experts need weight_block_size (128, 128) and "
+                         "activation_scheme 'dynamic', got %s and %r; use experts_implementation='grouped_mm'"
+                         % (self.block_size, self.activation_scheme))
+
+    def project(x, name, offs, ids):
+        scale = getattr(self, name + "_scale_inv")
+        if scale.dtype != torch.float32:
+            raise ValueError("experts_implementation='ctxguard': %s_scale_inv is %s; the kernels take float32 "
+                             "block scales (scale_fmt 'float')" % (name, scale.dtype))
+        q, s = quantize_fp8_rows(x)
+        return grouped_mm_fp8(q, s, getattr(self, name), scale, offs)
+
+    return _route(self, hidden_states, top_k_index, top_k_weights, project)
+
+
+def register(name=NAME):
+    """Adds experts_implementation=name (default "ctxguard") to transformers'
+    ExpertsInterface (bf16 experts) and FP8ExpertsInterface (fine-grained FP8)."""
+    from transformers.integrations.finegrained_fp8 import FP8ExpertsInterface
+    from transformers.integrations.moe import ExpertsInterface
+
+    ExpertsInterface.register(name, experts_forward)
+    FP8ExpertsInterface.register(name, fp8_experts_forward)

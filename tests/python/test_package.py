@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""CPU checks of the installed Python package (run with the venv's python,
+from outside the source tree, with the fake libcuda on LD_LIBRARY_PATH):
+import loads neither torch nor libcuda; the command and `python -m
+ctxguard` are the C wrapper (its options and exit codes); the kernels'
+ctypes path loads libctxguard.so RTLD_LOCAL (no hook enters the global
+scope) and resolves its driver table.  Prints one line per check and
+"N passed, M failed"; exits 1 on a failure."""
+import ctypes
+import os
+import subprocess
+import sys
+
+results = []
+
+
+def check(name, ok, detail=""):
+    results.append(ok)
+    print("%s - %s%s" % ("ok" if ok else "not ok", name, " (%s)" % detail if detail else ""), flush=True)
+
+
+def mapped(fragment):
+    with open("/proc/self/maps") as f:
+        return fragment in f.read()
+
+
+import ctxguard  # noqa: E402
+
+check("import ctxguard loads no torch", "torch" not in sys.modules)
+check("import ctxguard loads no libcuda", not mapped("libcuda"))
+check("installed outside the source tree", "site-packages" in ctxguard.__file__, ctxguard.__file__)
+check("version", ctxguard.__version__ not in ("", "unknown"), ctxguard.__version__)
+check("library_path() exists", os.path.isfile(ctxguard.library_path()), ctxguard.library_path())
+
+bindir = os.path.dirname(sys.executable)
+for argv, want in (([os.path.join(bindir, "ctxguard"), "--help"], 0),
+                   ([sys.executable, "-m", "ctxguard", "--", "true"], 0),
+                   ([sys.executable, "-m", "ctxguard", "--", "sh", "-c", "exit 3"], 3),
+                   ([os.path.join(bindir, "ctxguard"), "--no-such-option"], 2)):
+    p = subprocess.run(argv, capture_output=True, text=True)
+    check("%s exits %d" % (" ".join(os.path.basename(a) for a in argv), want), p.returncode == want,
+          "exit %d%s" % (p.returncode, ", stderr: " + p.stderr.strip()[:200] if p.returncode != want else ""))
+p = subprocess.run([sys.executable, "-m", "ctxguard", "--quiet", "--", "sh", "-c", 'echo "$LD_PRELOAD"'],
+                   capture_output=True, text=True)
+check("the command preloads the installed library", p.stdout.strip() == ctxguard.library_path(), p.stdout.strip())
+
+from ctxguard import _native  # noqa: E402
+
+try:
+    _native.lib()
+    check("kernels' ctypes path: driver table resolved", True)
+except RuntimeError as e:
+    check("kernels' ctypes path: driver table resolved", False, str(e))
+check("libctxguard.so loaded RTLD_LOCAL: no hook in the global scope",
+      not hasattr(ctypes.CDLL(None), "cuLaunchKernel"))
+
+failed = results.count(False)
+print("%d passed, %d failed" % (len(results) - failed, failed))
+sys.exit(1 if failed else 0)
