@@ -433,12 +433,14 @@ static void deepgemm_call(const struct kernels *kn, const struct problem *p, con
 		launch(kn->transpose, (m + TRANSPOSE_BLOCK - 1) / TRANSPOSE_BLOCK, p->batches,
 		       TRANSPOSE_THREADS, TRANSPOSE_SMEM, 1, s, targs, "transpose_fp32", what);
 	}
+	/* A Normal GEMM's B is one matrix (DeepGEMM's num_groups = 1): group 0. */
+	uint64_t groups = p->layout == L_NORMAL ? 1 : G;
 	encode(&map_a, type, p->elem, o->a, K, p->rows, K, box_k, BLOCK_M, CU_TENSOR_MAP_SWIZZLE_128B);
 	if (p->dtype == DT_BF16_NN)
-		encode(&map_b, type, p->elem, o->b, N, (uint64_t)K * G, N, SWIZZLE / 2, SWIZZLE / 2,
-		       CU_TENSOR_MAP_SWIZZLE_128B);    /* box {64, BLOCK_K = 64} */
+		encode(&map_b, type, p->elem, o->b, N, (uint64_t)K * groups, N, SWIZZLE / 2,
+		       SWIZZLE / 2, CU_TENSOR_MAP_SWIZZLE_128B);    /* box {64, BLOCK_K = 64} */
 	else
-		encode(&map_b, type, p->elem, o->b, K, (uint64_t)N * G, K, box_k, BLOCK_N,
+		encode(&map_b, type, p->elem, o->b, K, (uint64_t)N * groups, K, box_k, BLOCK_N,
 		       CU_TENSOR_MAP_SWIZZLE_128B);
 	encode(&map_d, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, o->d, N, p->rows, N, SWIZZLE / 2, BLOCK_M,
 	       CU_TENSOR_MAP_SWIZZLE_128B);

@@ -104,10 +104,11 @@ verdict_same() {
 }
 
 # torch_situations PROGRAM...: runs PROGRAM SITUATION (examples/deepgemm_torch.py
-# and its options) without ctxguard in race-default, which must be wrong
-# (exit 4) after a real race, then under --mode redirect in every crossing
-# situation, each of which must be right and redirected; fails the case
-# otherwise.
+# and its options) without ctxguard in race-default after a real race (its D
+# is reported; on H200 from PyTorch it came out right, while the C route of
+# case 21 shows the race corrupting D), then under --mode redirect in every
+# crossing situation, each of which must be right and redirected; fails the
+# case otherwise.
 torch_situations() {
 	local sit
 	local -a failed=()
@@ -116,7 +117,11 @@ torch_situations() {
 	show plain
 	[[ $STATUS != 5 ]] || skip "$(tail -n 1 "$TMP/plain.out")"
 	grep -q 'producer still running at the call: yes' "$TMP/plain.out" || fail "the producer had finished: no race"
-	expect_status 4
+	case $STATUS in
+	4) echo "without ctxguard: D is wrong (the race corrupted it)" ;;
+	0) echo "without ctxguard: D came out right this time (no corruption seen from PyTorch)" ;;
+	*) fail "without ctxguard: exit $STATUS, expected 4 (wrong D) or 0" ;;
+	esac
 	for sit in "${CROSSING_SITUATIONS[@]}"; do
 		echo "== --mode redirect: $sit"
 		run "$sit" "$CTXGUARD" --mode redirect -- "$@" "$sit"

@@ -3,7 +3,7 @@
 # m_grouped_bf16_gemm_nt_contiguous as its Python API does (kernel fetched
 # once on cuda:0, reused for cuda:1 tensors; examples/deepgemm_torch.py over
 # the exact-ABI fixture).  Without ctxguard the race on cuda:1's default
-# stream gives a wrong D; under --mode redirect every situation (silent,
+# stream is run and its D reported; under --mode redirect every situation (silent,
 # race-default, race-side, handle) is correct and reported as redirected.
 # shellcheck source=tests/gpu/lib.sh
 . "$(dirname "$0")/../lib.sh"
