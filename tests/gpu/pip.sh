@@ -5,7 +5,7 @@
 #                     venv at $BUILD/pip/venv that sees the system's torch and
 #                     transformers; "reuse" keeps an earlier case's install.
 #                     PIP_PY: the venv's python; PIP_BIN: its bin/ (ctxguard).
-PIP_VENV=$BUILD/pip/venv
+PIP_VENV=$(realpath -m "$BUILD")/pip/venv
 PIP_PY=$PIP_VENV/bin/python
 PIP_BIN=$PIP_VENV/bin
 
@@ -14,6 +14,12 @@ pip_env() {
 		rm -rf "$BUILD/pip"
 		"$PYTHON" -m venv --system-site-packages "$PIP_VENV" >"$TMP/venv.log" 2>&1 ||
 			{ cat "$TMP/venv.log"; fail "python -m venv failed"; }
+		# The machine's python may itself be a venv (torch lives in it), whose
+		# packages --system-site-packages does not reach: a .pth adds them,
+		# after the new venv's own.
+		"$PYTHON" -c 'import site; print("\n".join(site.getsitepackages()))' \
+			>"$("$PIP_PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/machine.pth" ||
+			fail "cannot list the machine python's site-packages"
 		echo "\$ pip install --no-build-isolation --no-deps . (into $PIP_VENV)"
 		if ! "$PIP_PY" -m pip install --no-build-isolation --no-deps . >"$TMP/pip.log" 2>&1; then
 			tail -n 60 "$TMP/pip.log"
