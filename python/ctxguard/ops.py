@@ -137,10 +137,16 @@ def _backward(ctx, grad):
     if ctx.needs_input_grad[0]:
         da = torch.ops.ctxguard.grouped_mm(grad, b.transpose(-2, -1), offs)
     if ctx.needs_input_grad[1]:
-        db = torch._grouped_mm(a.transpose(0, 1), grad.contiguous(), offs=offs)
-        # An empty group's gradient is zero whatever the 2D x 2D kernel leaves there.
-        counts = torch.diff(offs, prepend=offs.new_zeros(1))
-        db = db.masked_fill((counts == 0).view(-1, 1, 1), 0)
+        # Made in b's own layout, as torch's backward of _grouped_mm does: HF's
+        # weights are [G, N, K] storage seen as [G, K, N], and a gradient made
+        # [G, K, N] would cost a transposing copy of every expert's weights.
+        empty = (torch.diff(offs, prepend=offs.new_zeros(1)) == 0).view(-1, 1, 1)
+        if b.transpose(-2, -1).is_contiguous():
+            db = torch._grouped_mm(grad.transpose(0, 1), a, offs=offs)
+            # An empty group's gradient is zero whatever the 2D x 2D kernel leaves there.
+            db = db.masked_fill_(empty, 0).transpose(-2, -1)
+        else:
+            db = torch._grouped_mm(a.transpose(0, 1), grad, offs=offs).masked_fill_(empty, 0)
     return da, db, None
 
 
