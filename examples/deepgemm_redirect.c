@@ -31,7 +31,13 @@
  *                  cached device-0 function on device 1's stream;
  *     capture      current device 0, operands on device 1, the call captured
  *                  into a CUDA graph on a stream of device 0, the graph
- *                  launched, D reset, launched again (a CUDA-graph replay).
+ *                  launched, D reset, launched again (a CUDA-graph replay);
+ *     blocked      silent, while a stream the program created on device 1
+ *                  waits for a flag that the program's next work on the
+ *                  launch stream sets (the shape of a collective's two
+ *                  halves): the launch stream must finish within 5 s, else
+ *                  the program releases the flag from the host itself and
+ *                  exits 6.
  *   CUBIN      default build/gpu/deepgemm_sm90.cubin
  * The reference is computed on the CPU in double from the A read back after
  * everything finished (the producer's final values in the race situations).
@@ -44,6 +50,7 @@
  *      printed on stderr as DeepGEMM's DG_CUDA_DRIVER_CHECK formats it
  *   4  wrong result in the situation: silent corruption
  *   5  not reproducible here: fewer than 2 devices, or no peer access
+ *   6  blocked: the launch stream did not finish while the flag was unset
  * Progress goes to stdout (line-buffered); stderr carries driver errors only.
  */
 #include <cuda.h>
@@ -52,15 +59,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 enum dtype { DT_BF16, DT_BF16_NN, DT_FP8 };
 enum layout { L_NORMAL, L_CONTIGUOUS, L_PSUM, L_MASKED };
-enum situation { S_SAME, S_SILENT, S_RACE_DEFAULT, S_RACE_SIDE, S_HANDLE, S_CAPTURE };
+enum situation { S_SAME, S_SILENT, S_RACE_DEFAULT, S_RACE_SIDE, S_HANDLE, S_CAPTURE, S_BLOCKED };
+enum { EXIT_BLOCKED = 6 };
 
 static const char *const dtype_names[] = { "bf16", "bf16nn", "fp8" };
 static const char *const layout_names[] = { "normal", "contiguous", "psum", "masked" };
 static const char *const situation_names[] = { "same", "silent", "race-default", "race-side",
-						 "handle", "capture" };
+						 "handle", "capture", "blocked" };
 
 /* Problem: G groups of these many rows; N, K multiples of the tiles. */
 enum { G = 4, N = 256, K = 512, KB = K / 128, NB = N / 128, ALIGN_ROWS = 128, NORMAL_M = 200 };
@@ -105,7 +114,7 @@ static const uint16_t d_sentinel = 0xDEAD;        /* rows of no group must keep 
 	X(cuStreamQuery) X(cuLibraryLoadFromFile) X(cuLibraryGetKernel) X(cuKernelGetFunction) \
 	X(cuFuncSetAttribute) X(cuTensorMapEncodeTiled) X(cuLaunchKernelEx) X(cuStreamSynchronize) \
 	X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuGraphInstantiate) X(cuGraphLaunch) \
-	X(cuMemsetD16)
+	X(cuMemsetD16) X(cuMemAllocHost) X(cuStreamWaitValue32) X(cuStreamWriteValue32)
 #include "deepgemm_host.h"
 
 /* ---- host data ---- */
@@ -572,11 +581,39 @@ static int run_situation(int situation, const struct kernels *kn, CUlibrary lib,
 	}
 	snprintf(what, sizeof what, "%s, current device %d, operands on device 1",
 		 situation_names[situation], situation == S_HANDLE ? 1 : 0);
+	volatile uint32_t *flag = NULL;
+	if (situation == S_BLOCKED) {
+		CUstream waiter;
+		CHECK(drv.cuStreamCreate(&waiter, CU_STREAM_NON_BLOCKING));
+		CHECK(drv.cuMemAllocHost((void **)&flag, sizeof *flag));
+		*flag = 0;
+		CHECK(drv.cuStreamWaitValue32(waiter, (CUdeviceptr)(uintptr_t)flag, 1,
+					      CU_STREAM_WAIT_VALUE_GEQ));
+	}
 	CHECK(drv.cuCtxSetCurrent(ctx[situation == S_HANDLE ? 1 : 0]));
 	if (situation == S_CAPTURE)
 		capture_and_replay(kn, p, &t, ctx, what);
 	else
 		deepgemm_call(kn, p, &t, NULL, what);
+	if (flag) {
+		/* The launch stream's next work releases device 1's waiter. */
+		CHECK(drv.cuStreamWriteValue32(NULL, (CUdeviceptr)(uintptr_t)flag, 1, 0));
+		int spins = 0;
+		while (drv.cuStreamQuery(NULL) == CUDA_ERROR_NOT_READY && spins++ < 5000)
+			usleep(1000);
+		if (spins > 5000) {
+			printf("deepgemm_redirect: blocked: the launch stream did not finish in 5 s "
+			       "(device 1's waiter needs the launch stream's later write); released "
+			       "from the host\n");
+			*flag = 1;
+			CHECK_GEMM(drv.cuCtxSynchronize());
+			CHECK(drv.cuCtxSetCurrent(ctx[1]));
+			CHECK_GEMM(drv.cuCtxSynchronize());
+			download(p, &t);
+			int v = verify(p, situation_names[situation], EXIT_CORRUPT);
+			return v == EXIT_OK ? EXIT_BLOCKED : v;
+		}
+	}
 	CHECK_GEMM(drv.cuCtxSynchronize());
 	CHECK(drv.cuCtxSetCurrent(ctx[1]));
 	CHECK_GEMM(drv.cuCtxSynchronize());
@@ -608,7 +645,7 @@ int main(int argc, char **argv)
 	if (argc == 4 || argc == 5) {
 		dtype = parse(argv[1], dtype_names, 3);
 		layout = parse(argv[2], layout_names, 4);
-		situation = parse(argv[3], situation_names, 6);
+		situation = parse(argv[3], situation_names, 7);
 	}
 	if (dtype < 0 || layout < 0 || situation < 0 || !gemm_names[dtype][layout]) {
 		fprintf(stderr, "usage: %s bf16|bf16nn|fp8 normal|contiguous|psum|masked "
