@@ -14,8 +14,10 @@ static CUresult crossing(const char *api, const struct cg_fn *fn, CUcontext laun
 	return cg_act(&c, fn);
 }
 
-static CUresult check(const char *api, CUfunction f, CUcontext launch_ctx, CUstream stream,
-		      void **params, void **extra)
+/* Inlined into each launch handler: the hot path of every launch. */
+static inline __attribute__((always_inline)) CUresult
+check(const char *api, CUfunction f, CUcontext launch_ctx, CUstream stream, void **params,
+      void **extra)
 {
 	cg_count(CG_C_LAUNCHES);
 	const struct cg_fn *fn = cg_fn_get((uintptr_t)f);
@@ -43,8 +45,9 @@ static CUresult check(const char *api, CUfunction f, CUcontext launch_ctx, CUstr
 
 /* A launch that goes through (or is redirected) leaves no refusal message
  * behind for the thread's next cuGetErrorString. */
-static CUresult checked(const char *api, CUfunction f, CUcontext launch_ctx, CUstream stream,
-			void **params, void **extra)
+static inline __attribute__((always_inline)) CUresult
+checked(const char *api, CUfunction f, CUcontext launch_ctx, CUstream stream, void **params,
+	void **extra)
 {
 	CUresult rc = check(api, f, launch_ctx, stream, params, extra);
 	if (rc == CUDA_SUCCESS || rc == CG_REDIRECTED)
