@@ -25,7 +25,8 @@ static const char usage[] =
 	"  --mode abort|error|warn|off|redirect  action on a crossing (CTXGUARD_MODE; default abort)\n"
 	"  --scope experts|all          check expert kernels only, or every kernel (CTXGUARD_SCOPE)\n"
 	"  --operands on|off            check pointer and tensor-map operands (CTXGUARD_OPERANDS)\n"
-	"  --policy FILE                policy file (CTXGUARD_POLICY; default /etc/ctxguard/policy.conf)\n"
+	"  --policy FILE                policy file (CTXGUARD_POLICY; default: the system policy,\n"
+	"                               which --version names)\n"
 	"  --log FILE|syslog            JSON-lines event log, %p pid, %h host, %r rank (CTXGUARD_LOG)\n"
 	"  --metrics FILE               Prometheus counters written at exit (CTXGUARD_METRICS)\n"
 	"  --error-exitcode N           exit with N when a crossing was reported (CTXGUARD_EXIT_CODE)\n"
@@ -34,7 +35,8 @@ static const char usage[] =
 	"                               (CTXGUARD_BACKSTOP=on; CTXGUARD_CUPTI: libcupti's path)\n"
 	"  --audit                      --backstop, and --error-exitcode also fires when a launch\n"
 	"                               bypassed the hooks or the backstop could not watch\n"
-	"  --library PATH               libctxguard.so to preload (CTXGUARD_LIBRARY)\n";
+	"  --library PATH               libctxguard.so to preload (CTXGUARD_LIBRARY)\n"
+	"  --version                    print the version and the system policy's path\n";
 
 static void die(const char *fmt, const char *arg)
 {
@@ -97,6 +99,10 @@ int main(int argc, char **argv)
 			break;
 		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
 			fputs(usage, stdout);
+			return 0;
+		}
+		if (strcmp(a, "--version") == 0) {
+			printf("ctxguard " CTXGUARD_VERSION " (system policy %s)\n", cg_system_policy);
 			return 0;
 		}
 		if (strcmp(a, "--quiet") == 0) {

@@ -292,6 +292,12 @@ START_TEST(command_runs_and_exits_like_the_program)
 	ck_assert_msg(exited(&r, 128 + SIGABRT), "status %#x %s", r.status, r.err);
 	ck_assert_str_eq(first_line(r.err), cg_deepgemm_message);
 
+	const char *version[] = {"ctxguard", "--version", NULL};
+	spawn(&r, env, version);
+	ck_assert_msg(exited(&r, 0) && strncmp(r.out, "ctxguard " CTXGUARD_VERSION " (system policy ",
+					       strlen("ctxguard " CTXGUARD_VERSION " (system policy ")) == 0,
+		      "%s", r.out);
+
 	const char *bad[] = {"ctxguard", "--mode", "sometimes", "--", prog, NULL};
 	spawn(&r, env, bad);
 	ck_assert_msg(exited(&r, 2) && strstr(r.err, "--mode sometimes"), "%s", r.err);
