@@ -75,9 +75,7 @@ static const char *demangle(const char *name)
 	return kept_out;
 }
 
-/* How many bytes an in-memory image spans: cubin (ELF), fatbin, fatbin
- * wrapper, or text (PTX, or anything NUL-terminated). */
-static size_t image_size(const void **image)
+size_t cg_image_span(const void **image)
 {
 	const unsigned char *p = *image;
 	const uint32_t fatbin_magic = 0xBA55ED50, wrapper_magic = 0x466243b1;
@@ -87,7 +85,7 @@ static size_t image_size(const void **image)
 		const void *data;
 		memcpy(&data, p + 8, sizeof data);
 		*image = data;
-		return image_size(image);
+		return cg_image_span(image);
 	}
 	if (magic == fatbin_magic) {
 		uint16_t header;
@@ -110,7 +108,7 @@ static const char *image_hash(const void *image)
 {
 	if (!image)
 		return NULL;
-	size_t n = image_size(&image);
+	size_t n = cg_image_span(&image);
 	const size_t cap = (size_t)256 << 20;   /* a sanity bound, not a limit */
 	char hex[25];
 	cg_fnv1a64_hex(image, n < cap ? n : cap, hex);
@@ -135,7 +133,7 @@ const struct cg_mod *cg_mod_add(uintptr_t handle, CUcontext owner, const char *v
 		/* Named without hashing it: see cg_policy_uses_images(). */
 		char desc[64];
 		const void *start = image;
-		size_t bytes = image_size(&start);
+		size_t bytes = cg_image_span(&start);
 		snprintf(desc, sizeof desc, "in-memory image of %zu bytes at %p", bytes, start);
 		m->image = keep_string(desc);
 	} else if (lib) {

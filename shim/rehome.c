@@ -6,7 +6,6 @@
  * function runs anywhere already.  The attributes the program set on the
  * original (cuFuncSetAttribute, cuKernelSetAttribute: recorded here) are
  * replayed on the twin.  Twins are made once per context and kept. */
-#include <elf.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,31 +56,6 @@ static int policy_redirects(void)
 	return 0;
 }
 
-/* How many bytes an in-memory image spans: an ELF cubin to the end of its
- * section or program headers, a fatbin by its header, else NUL-terminated
- * text (PTX). */
-static size_t image_size(const void *image)
-{
-	const unsigned char *p = image;
-	if (!memcmp(p, ELFMAG, SELFMAG) && p[EI_CLASS] == ELFCLASS64) {
-		Elf64_Ehdr h;
-		memcpy(&h, p, sizeof h);
-		size_t sh = h.e_shoff + (size_t)h.e_shentsize * h.e_shnum;
-		size_t ph = h.e_phoff + (size_t)h.e_phentsize * h.e_phnum;
-		return sh > ph ? sh : ph;
-	}
-	uint32_t magic;
-	memcpy(&magic, p, sizeof magic);
-	if (magic == 0xBA55ED50u) {
-		uint16_t header;
-		uint64_t size;
-		memcpy(&header, p + 6, sizeof header);
-		memcpy(&size, p + 8, sizeof size);
-		return header + size;
-	}
-	return strlen(image) + 1;
-}
-
 void cg_rehome_keep(uintptr_t module, const char *path, const void *image)
 {
 	if (!module || (!path && !image) || !policy_redirects())
@@ -93,8 +67,9 @@ void cg_rehome_keep(uintptr_t module, const char *path, const void *image)
 	if (path) {
 		k->path = strdup(path);
 	} else {
-		size_t n = image_size(image);
-		if ((k->bytes = malloc(n)))
+		/* One byte more: text images are loaded as NUL-terminated. */
+		size_t n = cg_image_span(&image);
+		if ((k->bytes = calloc(1, n + 1)))
 			memcpy(k->bytes, image, n);
 	}
 	if (!k->path && !k->bytes) {

@@ -216,6 +216,9 @@ const struct cg_mod *cg_mod_add(uintptr_t handle, CUcontext owner, const char *v
 				const char *path, const void *image,
 				const struct cg_mod *lib);
 const struct cg_mod *cg_mod_get(uintptr_t handle);
+/* How many bytes an in-memory image spans: cubin (ELF), fatbin, or text
+ * (PTX: without its NUL); a fatbin wrapper moves *image to its fatbin. */
+size_t cg_image_span(const void **image);
 const struct cg_mod *cg_lib_get(uintptr_t handle);
 void cg_mod_remove(uintptr_t handle);        /* module or library, and its functions */
 const struct cg_fn *cg_fn_add(uintptr_t handle, CUcontext owner, unsigned flags,
