@@ -248,7 +248,7 @@ int cg_decode_gemm(const char *demangled, void *const *params, cg_tmap_lookup_fn
 		p->sfb = sfb;
 		p->sfa_stride_m = 1;
 		p->sfa_stride_k = (int64_t)(t[3].strides[0] / 4);
-		p->sfa_stride_g = out->sfa_stride_g = layout == CG_LAYOUT_MASKED ? (int64_t)kb * p->sfa_stride_k : 0;
+		p->sfa_stride_g = layout == CG_LAYOUT_MASKED ? (int64_t)kb * p->sfa_stride_k : 0;
 		add_operand(out, "sfa", p->sfa);
 		add_operand(out, "sfb", sfb);
 	}

@@ -24,7 +24,6 @@ enum { CG_DECODE_OPERANDS = 6 };
 struct cg_decoded {
 	int layout;                 /* enum cg_gemm_layout */
 	struct cg_gmm_problem p;    /* layout pointer in offs (psum) or layout */
-	int64_t sfa_stride_g;       /* fp8 masked: sfa elements between groups */
 	unsigned noperands;         /* device memory the problem reads or writes */
 	struct { const char *name; uintptr_t addr; } operand[CG_DECODE_OPERANDS];
 };

@@ -6,19 +6,6 @@
 
 #include "shim.h"
 
-/* The address operand p of a launch holds, if it is one (a tensor map's is
- * unconfirmed: see cg_tmap_address). */
-static inline int operand_address(const struct cg_layout *l, unsigned p, void **params,
-				  const unsigned char *buf, const void **bytes, uintptr_t *a)
-{
-	*bytes = params ? params[l->p[p].index] : buf + l->p[p].offset;
-	if (l->p[p].kind == CG_P_PTR) {
-		memcpy(a, *bytes, sizeof *a);
-		return 1;
-	}
-	return cg_tmap_address(*bytes, a);
-}
-
 /* A report lists a launch's first 16: kernels take a handful of pointer
  * and tensor-map parameters. */
 enum { MAX_OPERANDS = 16, SHAPE = 128 };
@@ -37,7 +24,7 @@ crossing(const char *api, const struct cg_fn *fn, CUcontext ctx, int dev, CUstre
 	for (unsigned p = first; p < l->n && n < MAX_OPERANDS; p++) {
 		const void *bytes;
 		uintptr_t a;
-		if (!operand_address(l, p, params, buf, &bytes, &a))
+		if (!cg_operand_address(l, p, params, buf, &bytes, &a))
 			continue;
 		int d = cg_mem_device(a, stream);
 		if (d < 0 || d == dev)
@@ -63,22 +50,13 @@ crossing(const char *api, const struct cg_fn *fn, CUcontext ctx, int dev, CUstre
 	return cg_act(&c, fn);
 }
 
-/* The packed parameter buffer of the extra form, or NULL. */
-static const unsigned char *extra_buffer(void **extra)
-{
-	for (size_t i = 0; extra[i] != CU_LAUNCH_PARAM_END; i += 2)
-		if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
-			return extra[i + 1];
-	return NULL;
-}
-
 CUresult cg_check_operands(const char *api, const struct cg_fn *fn, CUcontext ctx,
 			   CUstream stream, void **params, void **extra)
 {
 	const struct cg_layout *l = cg_layout_of(fn, stream);
 	/* kernelParams holds a pointer per parameter; the extra form packs
 	 * them into one buffer at their offsets. */
-	const unsigned char *buf = params || !extra ? NULL : extra_buffer(extra);
+	const unsigned char *buf = params || !extra ? NULL : cg_extra_buffer(extra);
 	if (!l->n || (!params && !buf))
 		return CUDA_SUCCESS;
 	int dev = cg_ctx_device(ctx);
@@ -87,7 +65,7 @@ CUresult cg_check_operands(const char *api, const struct cg_fn *fn, CUcontext ct
 	for (unsigned p = 0; p < l->n; p++) {
 		const void *bytes;
 		uintptr_t a;
-		if (!operand_address(l, p, params, buf, &bytes, &a))
+		if (!cg_operand_address(l, p, params, buf, &bytes, &a))
 			continue;
 		int d = cg_mem_device(a, stream);
 		if (CG_LIKELY(d < 0 || d == dev))

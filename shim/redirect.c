@@ -76,19 +76,16 @@ static CUresult run_normal(CUcontext ctx, CUstream s, const struct cg_gmm_proble
 	return rc == CUDA_SUCCESS ? cg_gmm_contiguous(ctx, s, &one) : rc;
 }
 
-/* Bundled entry point per layout.  NULL: the bundled kernels cannot
- * compute it yet; psum and masked come with cg_gmm_psum / cg_gmm_masked
- * (the masked fp8 problem also takes struct cg_decoded's sfa_stride_g). */
+/* The bundled entry point for each of DeepGEMM's layouts. */
 typedef CUresult (*gmm_entry)(CUcontext, CUstream, const struct cg_gmm_problem *);
 static const struct {
 	const char *name;
 	gmm_entry run;
-	const char *missing;
 } bundled[CG_NLAYOUTS] = {
-	[CG_LAYOUT_NORMAL] = {"cg_gmm_contiguous", run_normal, NULL},
-	[CG_LAYOUT_CONTIGUOUS] = {"cg_gmm_contiguous", cg_gmm_contiguous, NULL},
-	[CG_LAYOUT_PSUM] = {"cg_gmm_psum", cg_gmm_psum, NULL},
-	[CG_LAYOUT_MASKED] = {"cg_gmm_masked", cg_gmm_masked, NULL},
+	[CG_LAYOUT_NORMAL] = {"cg_gmm_contiguous", run_normal},
+	[CG_LAYOUT_CONTIGUOUS] = {"cg_gmm_contiguous", cg_gmm_contiguous},
+	[CG_LAYOUT_PSUM] = {"cg_gmm_psum", cg_gmm_psum},
+	[CG_LAYOUT_MASKED] = {"cg_gmm_masked", cg_gmm_masked},
 };
 
 /* What a redirect will do, decided before any driver call that enqueues. */
@@ -157,14 +154,6 @@ static int operands_device(const char *const *name, const uintptr_t *addr, unsig
 	return 1;
 }
 
-static const unsigned char *extra_buffer(void **extra)
-{
-	for (size_t i = 0; extra && extra[i] != CU_LAUNCH_PARAM_END; i += 2)
-		if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
-			return extra[i + 1];
-	return NULL;
-}
-
 static int plan_bundled(const struct cg_launch *l, const struct cg_fn *fn, struct plan *p,
 			char *why, size_t n)
 {
@@ -174,10 +163,6 @@ static int plan_bundled(const struct cg_launch *l, const struct cg_fn *fn, struc
 	}
 	if (cg_decode_gemm(fn->demangled, l->params, cg_tmap_find, &p->gemm, why, n) < 0)
 		return 0;
-	if (!bundled[p->gemm.layout].run) {
-		snprintf(why, n, "%s", bundled[p->gemm.layout].missing);
-		return 0;
-	}
 	p->via = bundled[p->gemm.layout].name;
 	const char *name[CG_DECODE_OPERANDS];
 	uintptr_t addr[CG_DECODE_OPERANDS];
@@ -193,17 +178,15 @@ static int plan_rehome(const struct cg_launch *l, const struct cg_fn *fn, struct
 		       char *why, size_t n)
 {
 	const struct cg_layout *lay = cg_layout_of(fn, l->config.hStream);
-	const unsigned char *buf = l->params ? NULL : extra_buffer(l->extra);
+	const unsigned char *buf = l->params ? NULL : cg_extra_buffer(l->extra);
 	enum { MAX = 64 };
 	char label[MAX][16];
 	const char *name[MAX];
 	uintptr_t addr[MAX];
 	unsigned k = 0;
 	for (unsigned i = 0; lay && i < lay->n && k < MAX && (l->params || buf); i++) {
-		const void *bytes = l->params ? l->params[lay->p[i].index] : buf + lay->p[i].offset;
-		if (lay->p[i].kind == CG_P_PTR)
-			memcpy(&addr[k], bytes, sizeof addr[k]);
-		else if (!cg_tmap_address(bytes, &addr[k]))
+		const void *bytes;
+		if (!cg_operand_address(lay, i, l->params, buf, &bytes, &addr[k]))
 			continue;
 		snprintf(label[k], sizeof label[k], "parameter %u", lay->p[i].index);
 		name[k] = label[k];

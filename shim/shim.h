@@ -331,6 +331,29 @@ const struct cg_layout *cg_layout_of(const struct cg_fn *fn, CUstream stream);
 CUresult cg_check_operands(const char *api, const struct cg_fn *fn, CUcontext ctx,
 			   CUstream stream, void **params, void **extra);
 
+/* The packed parameter buffer of a launch's extra form, or NULL. */
+static inline const unsigned char *cg_extra_buffer(void **extra)
+{
+	for (size_t i = 0; extra && extra[i] != CU_LAUNCH_PARAM_END; i += 2)
+		if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
+			return extra[i + 1];
+	return NULL;
+}
+
+/* The address operand p of layout l holds in a launch's parameters (the
+ * kernelParams array, else the extra form's buffer), if it is one: a
+ * tensor map's is unconfirmed (see cg_tmap_address). */
+static inline int cg_operand_address(const struct cg_layout *l, unsigned p, void **params,
+				     const unsigned char *buf, const void **bytes, uintptr_t *a)
+{
+	*bytes = params ? params[l->p[p].index] : buf + l->p[p].offset;
+	if (l->p[p].kind == CG_P_PTR) {
+		memcpy(a, *bytes, sizeof *a);
+		return 1;
+	}
+	return cg_tmap_address(*bytes, a);
+}
+
 /* ---- the CUPTI backstop (shim/backstop.c) ---- */
 
 /* Set while a hooked launch is in the real driver: the backstop's callback

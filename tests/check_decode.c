@@ -156,7 +156,7 @@ START_TEST(every_variant)
 		ck_assert_uint_eq(p->sfb, SFB);
 		ck_assert_int_eq(p->sfa_stride_m, 1);
 		ck_assert_int_eq(p->sfa_stride_k, rows);
-		ck_assert_int_eq(out.sfa_stride_g, layout == CG_LAYOUT_MASKED ? 16 * rows : 0);
+		ck_assert_int_eq(out.p.sfa_stride_g, layout == CG_LAYOUT_MASKED ? 16 * rows : 0);
 	} else {
 		ck_assert_uint_eq(p->sfa, 0);
 		ck_assert_uint_eq(p->sfb, 0);
