@@ -235,7 +235,7 @@ static CUresult run(const struct plan *p, const struct cg_launch *l, const struc
 								       : "the bundled kernels failed");
 		return rc;
 	}
-	if (!cg_call.cuLaunchKernelEx) {
+	if (!CG_REAL_SYM(cuLaunchKernelEx, cuLaunchKernelEx)) {
 		snprintf(why, n, "the driver has no cuLaunchKernelEx (before CUDA 11.8)");
 		return CUDA_ERROR_NOT_SUPPORTED;
 	}
@@ -244,7 +244,8 @@ static CUresult run(const struct plan *p, const struct cg_launch *l, const struc
 		return CUDA_ERROR_NOT_FOUND;
 	CUlaunchConfig config = l->config;
 	config.hStream = s;
-	CUresult rc = cg_call.cuLaunchKernelEx(&config, f, l->params, l->extra);
+	CUresult rc =
+		CG_REAL_SYM(cuLaunchKernelEx, cuLaunchKernelEx)(&config, f, l->params, l->extra);
 	if (rc != CUDA_SUCCESS)
 		snprintf(why, n, "the re-homed launch failed (error %d)", (int)rc);
 	return rc;

@@ -180,10 +180,10 @@ static CUresult make(const struct cg_fn *fn, CUfunction *f, char *why, size_t n)
 	CUresult rc;
 	if (lib) {
 		CUkernel k;
-		rc = CG_REAL(cuLibraryGetKernel, &cg_variants[CG_V_cuLibraryGetKernel])(
+		rc = CG_REAL_SYM(cuLibraryGetKernel, cuLibraryGetKernel)(
 			&k, (CUlibrary)lib->handle, fn->name);
 		if (rc == CUDA_SUCCESS)
-			rc = CG_REAL(cuKernelGetFunction, &cg_variants[CG_V_cuKernelGetFunction])(f, k);
+			rc = CG_REAL_SYM(cuKernelGetFunction, cuKernelGetFunction)(f, k);
 		if (rc != CUDA_SUCCESS)
 			snprintf(why, n, "image not re-loadable: %s not found in its library (error %d)",
 				 fn->name, (int)rc);
@@ -205,14 +205,15 @@ static CUresult make(const struct cg_fn *fn, CUfunction *f, char *why, size_t n)
 		return CUDA_ERROR_NOT_FOUND;
 	}
 	CUmodule mod;
-	rc = path ? cg_call.cuModuleLoad(&mod, path) : cg_call.cuModuleLoadData(&mod, bytes);
+	rc = path ? CG_REAL_SYM(cuModuleLoad, cuModuleLoad)(&mod, path)
+		  : CG_REAL_SYM(cuModuleLoadData, cuModuleLoadData)(&mod, bytes);
 	free(path);
 	if (rc != CUDA_SUCCESS) {
 		snprintf(why, n, "image not re-loadable: loading it into the target context failed "
 			 "(error %d)", (int)rc);
 		return rc;
 	}
-	rc = cg_call.cuModuleGetFunction(f, mod, fn->name);
+	rc = CG_REAL_SYM(cuModuleGetFunction, cuModuleGetFunction)(f, mod, fn->name);
 	if (rc != CUDA_SUCCESS)
 		snprintf(why, n, "image not re-loadable: %s not in the re-loaded image (error %d)",
 			 fn->name, (int)rc);
@@ -238,7 +239,7 @@ CUfunction cg_rehome_function(const struct cg_fn *fn, CUcontext ctx, char *why, 
 		for (int i = 0; i < NATTR; i++) {
 			if (!(a.set >> i & 1))
 				continue;
-			CUresult rc = CG_REAL(cuFuncSetAttribute, &cg_variants[CG_V_cuFuncSetAttribute])(
+			CUresult rc = CG_REAL_SYM(cuFuncSetAttribute, cuFuncSetAttribute)(
 				f, (CUfunction_attribute)i, a.value[i]);
 			if (rc != CUDA_SUCCESS) {
 				snprintf(why, n, "replaying attribute %d = %d failed (error %d)", i,

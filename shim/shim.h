@@ -70,6 +70,9 @@ extern struct cg_variant cg_variants[CG_NVARIANTS];
 
 /* Call the real variant behind v. */
 #define CG_REAL(fam, v) ((cg_pfn_##fam)(v)->real)
+/* The real libcuda symbol sym of family fam, for ctxguard's own calls of a
+ * hooked entry point (NULL where the driver lacks it). */
+#define CG_REAL_SYM(fam, sym) CG_REAL(fam, &cg_variants[CG_V_##sym])
 
 /* The shapes most handlers take, written once; the parameters are in scope
  * under their names in hooks.def, and v is the variant.
@@ -146,10 +149,6 @@ void cg_entry_resolve(void *libcuda);   /* fills every .real */
 	X(cuStreamQuery, (CUstream s))                                       \
 	X(cuStreamSynchronize, (CUstream s))                                 \
 	X(cuMemsetD8_v2, (CUdeviceptr p, unsigned char v, size_t n))         \
-	X(cuModuleLoadData, (CUmodule * mod, const void *image))             \
-	X(cuModuleLoad, (CUmodule * mod, const char *path))                  \
-	X(cuModuleGetFunction, (CUfunction * f, CUmodule mod, const char *name)) \
-	X(cuLaunchKernelEx, (const CUlaunchConfig *config, CUfunction f, void **params, void **extra)) \
 	X(cuDeviceGetPCIBusId, (char *bus, int len, CUdevice dev))          \
 	X(cuDeviceGetUuid_v2, (CUuuid * uuid, CUdevice dev))
 

@@ -93,7 +93,7 @@ CUresult cg_stream_owned(CUcontext ctx, CUstream *out)
 	}
 	/* Created outside the lock (ctx is current); a racing creator's
 	 * stream is kept and this one destroyed. */
-	CUresult rc = CG_REAL(cuStreamCreate, &cg_variants[CG_V_cuStreamCreate])(
+	CUresult rc = CG_REAL_SYM(cuStreamCreate, cuStreamCreate)(
 		&s, CU_STREAM_NON_BLOCKING);
 	if (rc != CUDA_SUCCESS)
 		return rc;
@@ -101,7 +101,7 @@ CUresult cg_stream_owned(CUcontext ctx, CUstream *out)
 	CUstream kept = c->owned ? c->owned : (c->owned = s);
 	pthread_mutex_unlock(&lock);
 	if (kept != s)
-		CG_REAL(cuStreamDestroy, &cg_variants[CG_V_cuStreamDestroy_v2])(s);
+		CG_REAL_SYM(cuStreamDestroy, cuStreamDestroy_v2)(s);
 	*out = kept;
 	return CUDA_SUCCESS;
 }

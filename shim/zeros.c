@@ -40,7 +40,7 @@ CUresult cg_zeros(CUcontext ctx, size_t bytes, CUdeviceptr *out)
 	size_t n = 1 << 16;
 	while (n < bytes)
 		n *= 2;
-	CUresult rc = CG_REAL(cuMemAlloc, &cg_variants[CG_V_cuMemAlloc_v2])(&z->ptr, n);
+	CUresult rc = CG_REAL_SYM(cuMemAlloc, cuMemAlloc_v2)(&z->ptr, n);
 	if (rc == CUDA_SUCCESS)
 		rc = cg_call.cuMemsetD8_v2(z->ptr, 0, n);
 	if (rc == CUDA_SUCCESS)
