@@ -63,42 +63,39 @@ CUresult cg_check_launch(const char *api, CUfunction f, CUcontext launch_ctx, CU
 	return CG_UNLIKELY(rc == CG_REDIRECTED) ? cg_redirect_refuse(api) : rc;
 }
 
-/* The redirect path: the launch as the program made it.  A NULL stream of
- * a _ptsz variant is the per-thread stream. */
+/* The redirect path: the launch as the program made it (no config: the
+ * driver would refuse the launch, and so does the fallback).  A NULL stream
+ * of a _ptsz variant is the per-thread stream. */
 static __attribute__((noinline, cold)) CUresult redirect(const struct cg_variant *v,
-							 CUfunction f, CUlaunchConfig config,
+							 CUfunction f, const CUlaunchConfig *config,
 							 void **params, void **extra)
 {
-	if (!config.hStream && strstr(v->symbol, "_ptsz"))
-		config.hStream = CU_STREAM_PER_THREAD;
-	const struct cg_launch l = {v->symbol, f, config, params, extra};
+	if (!config)
+		return cg_redirect_refuse(v->symbol);
+	struct cg_launch l = {v->symbol, f, *config, params, extra};
+	if (!l.config.hStream && strstr(v->symbol, "_ptsz"))
+		l.config.hStream = CU_STREAM_PER_THREAD;
 	return CG_MARKED(cg_redirect(&l));
 }
 
-CG_HANDLER(cuLaunchKernel)
-{
-	CUresult rc = checked(v->symbol, f, NULL, hStream, kernelParams, extra);
-	if (CG_UNLIKELY(rc == CG_REDIRECTED)) {
-		CUlaunchConfig config = {gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,
-					 blockDimZ, sharedMemBytes, hStream, NULL, 0};
-		return redirect(v, f, config, kernelParams, extra);
+/* The launches a redirect can take over: checked, then either the real
+ * call or, for a crossing under the redirect action, the launch described
+ * by config (an expression evaluated only then). */
+#define CG_REDIRECTABLE(fam, stream, config)                                 \
+	CG_HANDLER(fam)                                                      \
+	{                                                                    \
+		CUresult rc_ = checked(v->symbol, f, NULL, stream, kernelParams, extra); \
+		if (CG_UNLIKELY(rc_ == CG_REDIRECTED))                       \
+			return redirect(v, f, config, kernelParams, extra);  \
+		if (rc_ != CUDA_SUCCESS)                                     \
+			return rc_;                                          \
+		return CG_MARKED(CG_REAL(fam, v)(CG_UNPAREN(A_##fam)));      \
 	}
-	return rc != CUDA_SUCCESS
-		       ? rc
-		       : CG_MARKED(CG_REAL(cuLaunchKernel, v)(CG_UNPAREN(A_cuLaunchKernel)));
-}
 
-CG_HANDLER(cuLaunchKernelEx)
-{
-	CUresult rc = checked(v->symbol, f, NULL, config ? config->hStream : NULL, kernelParams,
-			      extra);
-	if (CG_UNLIKELY(rc == CG_REDIRECTED))
-		return config ? redirect(v, f, *config, kernelParams, extra)
-			      : cg_redirect_refuse(v->symbol);
-	return rc != CUDA_SUCCESS ? rc
-				  : CG_MARKED(CG_REAL(cuLaunchKernelEx, v)(
-					    CG_UNPAREN(A_cuLaunchKernelEx)));
-}
+CG_REDIRECTABLE(cuLaunchKernel, hStream,
+		(&(CUlaunchConfig){gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+				   sharedMemBytes, hStream, NULL, 0}))
+CG_REDIRECTABLE(cuLaunchKernelEx, config ? config->hStream : NULL, config)
 CG_CHECKED(cuLaunchCooperativeKernel,
 	   cg_check_launch(v->symbol, f, NULL, hStream, kernelParams, NULL))
 CG_CHECKED(cuLaunch, cg_check_launch(v->symbol, f, NULL, NULL, NULL, NULL))
