@@ -49,6 +49,11 @@ CUresult cg_gmm_driver_resolve(struct cg_gmm_driver *drv, void *(*resolve)(void 
 	memcpy(&drv->name, &p, sizeof p);
 	CG_GMM_DRIVER_FUNCS(CG_GMM_RESOLVE)
 #undef CG_GMM_RESOLVE
+#define CG_GMM_RESOLVE_OPTIONAL(name, params) \
+	p = resolve(arg, #name);              \
+	memcpy(&drv->name, &p, sizeof p);
+	CG_GMM_DRIVER_OPTIONAL(CG_GMM_RESOLVE_OPTIONAL)
+#undef CG_GMM_RESOLVE_OPTIONAL
 	return CUDA_SUCCESS;
 }
 

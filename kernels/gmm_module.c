@@ -75,6 +75,9 @@ static CUresult load_functions(const struct cg_gmm_driver *drv, struct cg_gmm_en
 		if (r != CUDA_SUCCESS)
 			return cg_gmm_fail(r, "grouped_mm: %s: cannot allow %u bytes of shared memory", k->name,
 					   smem);
+		/* now, not at the first launch (lazy loading): see cg_gmm_prepare */
+		if (drv->cuFuncLoad && (r = drv->cuFuncLoad(e->m.fn[i])) != CUDA_SUCCESS)
+			return cg_gmm_fail(r, "grouped_mm: loading %s failed", k->name);
 	}
 	return CUDA_SUCCESS;
 }

@@ -206,6 +206,28 @@ static CUresult enqueue(const struct cg_gmm_driver *drv, CUcontext ctx, CUstream
 
 #endif
 
+CUresult cg_gmm_prepare(CUcontext ctx)
+{
+	cg_gmm_clear_error();
+#ifdef CG_NO_KERNELS
+	(void)ctx;
+	return cg_gmm_fail(CUDA_ERROR_NOT_SUPPORTED,
+			   "grouped_mm: ctxguard was built without nvcc, so without its grouped_mm kernels");
+#else
+	const struct cg_gmm_driver *drv = cg_gmm_drv();
+	if (!drv)
+		return cg_gmm_fail(CUDA_ERROR_NOT_INITIALIZED, "grouped_mm: cg_gmm_init() has not run");
+	CUresult r = drv->cuCtxPushCurrent_v2(ctx);
+	if (r != CUDA_SUCCESS)
+		return cg_gmm_fail(r, "grouped_mm: cuCtxPushCurrent failed");
+	const struct cg_gmm_module *mod;
+	r = cg_gmm_module_get(drv, ctx, &mod);
+	CUcontext popped;
+	drv->cuCtxPopCurrent_v2(&popped);
+	return r;
+#endif
+}
+
 CUresult cg_gmm_run(CUcontext ctx, CUstream s, const struct cg_gmm_problem *p, int form)
 {
 	cg_gmm_clear_error();

@@ -88,14 +88,21 @@ struct cg_gmm_problem {
 	   const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,          \
 	   CUtensorMapL2promotion, CUtensorMapFloatOOBfill))
 
+/* Entry points used when the driver has them, else left NULL: cuFuncLoad
+ * (CUDA 12.4) loads a lazily loaded kernel now rather than at its first
+ * launch. */
+#define CG_GMM_DRIVER_OPTIONAL(X) X(cuFuncLoad, (CUfunction))
+
 struct cg_gmm_driver {
 #define CG_GMM_DRIVER_MEMBER(name, params) CUresult (*name) params;
 	CG_GMM_DRIVER_FUNCS(CG_GMM_DRIVER_MEMBER)
+	CG_GMM_DRIVER_OPTIONAL(CG_GMM_DRIVER_MEMBER)
 #undef CG_GMM_DRIVER_MEMBER
 };
 
 /* Fill every member through resolve(arg, "symbol"); CUDA_ERROR_NOT_FOUND
- * names the first symbol it could not resolve (see cg_gmm_last_error()). */
+ * names the first required symbol it could not resolve (see
+ * cg_gmm_last_error()). */
 CUresult cg_gmm_driver_resolve(struct cg_gmm_driver *drv,
 			       void *(*resolve)(void *arg, const char *symbol),
 			       void *arg);
@@ -112,6 +119,12 @@ CUresult cg_gmm_offs(CUcontext ctx, CUstream s, const struct cg_gmm_problem *p);
 CUresult cg_gmm_contiguous(CUcontext ctx, CUstream s, const struct cg_gmm_problem *p);
 CUresult cg_gmm_psum(CUcontext ctx, CUstream s, const struct cg_gmm_problem *p);
 CUresult cg_gmm_masked(CUcontext ctx, CUstream s, const struct cg_gmm_problem *p);
+
+/* Load the kernels into ctx now, each one loaded eagerly, so that no later
+ * problem there loads anything: a module load, or the first launch of a
+ * lazily loaded kernel, may wait for the device's queued work.  Idempotent
+ * and cheap once done. */
+CUresult cg_gmm_prepare(CUcontext ctx);
 
 /* Why this thread's last call failed ("" after a success). */
 const char *cg_gmm_last_error(void);

@@ -10,6 +10,8 @@ static void load(uintptr_t handle, CUcontext owner, const char *via, const char 
 		return;
 	cg_mod_add(handle, owner, via, path, image, NULL);
 	cg_rehome_keep(handle, path, image);
+	/* The kernels that may cross are loaded before they can. */
+	cg_warm_devices();
 }
 
 static void unload(uintptr_t handle)

@@ -114,11 +114,17 @@ static void gmm_init(void)
 		gmm_ready = cg_gmm_init(&drv);
 }
 
+CUresult cg_bundled_ready(void)
+{
+	pthread_once(&gmm_once, gmm_init);
+	return gmm_ready;
+}
+
 static _Atomic(CUcontext) primary[MAX_DEVICES];
 
 /* The context a redirect to device dev runs in: its primary context, which
  * is where PyTorch (and the runtime API) put the device's memory and work. */
-static CUcontext device_ctx(int dev)
+CUcontext cg_device_ctx(int dev)
 {
 	if (dev < 0 || dev >= MAX_DEVICES)
 		return NULL;
@@ -213,7 +219,7 @@ static int plan(const struct cg_launch *l, const struct cg_crossing *c, const st
 		return 0;
 	if (p->to_dev < 0)
 		p->to_dev = c->launch_dev;
-	p->target = p->to_dev == c->launch_dev ? (CUcontext)c->launch_ctx : device_ctx(p->to_dev);
+	p->target = p->to_dev == c->launch_dev ? (CUcontext)c->launch_ctx : cg_device_ctx(p->to_dev);
 	if (!p->target) {
 		snprintf(why, n, "no context for device %d", p->to_dev);
 		return 0;
@@ -226,8 +232,7 @@ static CUresult run(const struct plan *p, const struct cg_launch *l, const struc
 		    CUstream s, char *why, size_t n)
 {
 	if (!p->rehome) {
-		pthread_once(&gmm_once, gmm_init);
-		CUresult rc = gmm_ready;
+		CUresult rc = cg_bundled_ready();
 		if (rc == CUDA_SUCCESS)
 			rc = bundled[p->gemm.layout].run(p->target, s, &p->gemm.p);
 		if (rc != CUDA_SUCCESS)

@@ -29,6 +29,20 @@ CUresult cg_redirect(const struct cg_launch *l);
 /* A crossing noted by a launch API redirect does not handle: the fallback. */
 CUresult cg_redirect_refuse(const char *api);
 
+/* Whether any action of the policy is redirect (shim/warm.c). */
+int cg_policy_redirects(void);
+/* Device dev's primary context, retained once and kept (NULL: none). */
+CUcontext cg_device_ctx(int dev);
+/* The bundled kernels' API, initialized once: CUDA_SUCCESS when usable. */
+CUresult cg_bundled_ready(void);
+
+/* Warming (shim/warm.c): what a redirect into a context needs there, made
+ * ahead.  cg_warm: ctx, where the program just created a stream (the
+ * caller checks cg_policy_redirects); cg_warm_devices: every device's
+ * active primary context, at a load, when the policy redirects. */
+void cg_warm(CUcontext ctx);
+void cg_warm_devices(void);
+
 /* A forked child starts without the parent's streams, events and twins. */
 void cg_redirect_forked(void);
 void cg_streams_reset(void);

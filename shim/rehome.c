@@ -46,19 +46,9 @@ static struct kept *kept;
 static struct attrs *attrs;
 static struct twin *twins;
 
-static int policy_redirects(void)
-{
-	if (cg_policy->mode == CG_ACT_REDIRECT)
-		return 1;
-	for (size_t i = 0; i < cg_policy->nrules; i++)
-		if (cg_policy->rules[i].action == CG_ACT_REDIRECT)
-			return 1;
-	return 0;
-}
-
 void cg_rehome_keep(uintptr_t module, const char *path, const void *image)
 {
-	if (!module || (!path && !image) || !policy_redirects())
+	if (!module || (!path && !image) || !cg_policy_redirects())
 		return;
 	struct kept *k = calloc(1, sizeof *k);
 	if (!k)

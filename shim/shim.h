@@ -143,6 +143,8 @@ void cg_entry_resolve(void *libcuda);   /* fills every .real */
 	X(cuStreamIsCapturing, (CUstream s, CUstreamCaptureStatus * status)) \
 	X(cuDeviceGet, (CUdevice * dev, int ordinal))                        \
 	X(cuDevicePrimaryCtxRetain, (CUcontext * pctx, CUdevice dev))        \
+	X(cuDevicePrimaryCtxGetState, (CUdevice dev, unsigned *flags, int *active)) \
+	X(cuDeviceGetCount, (int *count))                                    \
 	X(cuEventCreate, (CUevent * e, unsigned flags))                      \
 	X(cuEventRecord, (CUevent e, CUstream s))                            \
 	X(cuStreamWaitEvent, (CUstream s, CUevent e, unsigned flags))        \

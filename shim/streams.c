@@ -134,6 +134,15 @@ void cg_streams_reset(void)
 	}
 }
 
-CG_AFTER(cuStreamCreate, add(phStream ? *phStream : NULL))
-CG_AFTER(cuStreamCreateWithPriority, add(phStream ? *phStream : NULL))
+/* A new stream may later wait for work a redirect would queue behind it:
+ * its context is warmed while nothing can be blocked yet. */
+static void created(CUstream s)
+{
+	add(s);
+	if (cg_policy_redirects())
+		cg_warm(cg_current_ctx());
+}
+
+CG_AFTER(cuStreamCreate, created(phStream ? *phStream : NULL))
+CG_AFTER(cuStreamCreateWithPriority, created(phStream ? *phStream : NULL))
 CG_BEFORE(cuStreamDestroy, drop(hStream))

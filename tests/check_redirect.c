@@ -274,6 +274,10 @@ START_TEST(silent_crossing_runs_bundled_on_the_operands_device)
 	ck_assert_int_eq(rc, CUDA_SUCCESS);
 	ck_assert_msg(strstr(err, "ctxguard: redirect: void deep_gemm::sm90_bf16_gemm_impl<") &&
 		      strstr(err, "from device 0 to device 1 (cg_gmm_contiguous)"), "%s", err);
+	/* Warmed when setup created device 1's stream: nothing loaded now. */
+	ck_assert_uint_eq(count(n, "cuModuleLoad"), 0);
+	ck_assert_uint_eq(count(n, "cuFuncLoad"), 0);
+	ck_assert_uint_eq(count(n, "cuStreamCreate"), 0);
 	assert_ordered(n);
 	ck_assert_uint_eq(st.launches_on[1], 1);
 	ck_assert_uint_eq(st.launches_on[0], 0);
@@ -576,6 +580,88 @@ START_TEST(log_record_and_summary)
 }
 END_TEST
 
+/* A stream created under a redirect policy warms its context: ctxguard's
+ * stream and the bundled kernels, each loaded (cuFuncLoad) there and then. */
+START_TEST(stream_creation_warms_its_context)
+{
+	CUcontext own;
+	CUdevice dv;
+	CUstream s;
+	ck_assert_int_eq(cuDeviceGet(&dv, 1), CUDA_SUCCESS);
+	ck_assert_int_eq(cuCtxCreate(&own, NULL, 0, dv), CUDA_SUCCESS);
+	fake_trace_start();
+	ck_assert_int_eq(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+	size_t n = fake_trace(trace, 4096);
+	ck_assert_uint_eq(count(n, "cuStreamCreate"), 2);
+	if (bundled_built()) {
+		ck_assert(find(n, 0, "cuModuleLoad", own, NULL, NULL) < n);
+		ck_assert(find(n, 0, "cuFuncLoad", own, NULL, NULL) < n);
+	} else {
+		ck_assert_uint_eq(count(n, "cuModuleLoad"), 0);
+	}
+	/* Once per context. */
+	fake_trace_start();
+	ck_assert_int_eq(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+	n = fake_trace(trace, 4096);
+	ck_assert_uint_eq(count(n, "cuStreamCreate"), 1);
+	ck_assert_uint_eq(count(n, "cuModuleLoad"), 0);
+}
+END_TEST
+
+/* A module load warms every device's active primary context, and creates
+ * none: device 2's is retained (active), device 3's never is. */
+START_TEST(module_load_warms_active_primary_contexts)
+{
+	setenv("FAKE_CUDA_DEVICES", "4", 1);
+	setenv("CTXGUARD_MODE", "redirect", 1);
+	ck_assert_int_eq(cuInit(0), CUDA_SUCCESS);
+	CUcontext c0, c2;
+	CUdevice d0, d2, d3;
+	ck_assert_int_eq(cuDeviceGet(&d0, 0), CUDA_SUCCESS);
+	ck_assert_int_eq(cuDeviceGet(&d2, 2), CUDA_SUCCESS);
+	ck_assert_int_eq(cuDeviceGet(&d3, 3), CUDA_SUCCESS);
+	ck_assert_int_eq(cuDevicePrimaryCtxRetain(&c2, d2), CUDA_SUCCESS);
+	ck_assert_int_eq(cuDevicePrimaryCtxRetain(&c0, d0), CUDA_SUCCESS);
+	ck_assert_int_eq(cuCtxSetCurrent(c0), CUDA_SUCCESS);
+	fake_trace_start();
+	CUmodule mod;
+	ck_assert_int_eq(cuModuleLoadData(&mod, producer_image), CUDA_SUCCESS);
+	size_t n = fake_trace(trace, 4096);
+	unsigned flags;
+	int active;
+	ck_assert_int_eq(cuDevicePrimaryCtxGetState(d3, &flags, &active), CUDA_SUCCESS);
+	ck_assert_int_eq(active, 0);
+	ck_assert(find(n, 0, "cuStreamCreate", c2, NULL, NULL) < n);
+	ck_assert(find(n, 0, "cuStreamCreate", c0, NULL, NULL) < n);
+	if (bundled_built()) {
+		ck_assert(find(n, 0, "cuFuncLoad", c2, NULL, NULL) < n);
+		ck_assert(find(n, 0, "cuFuncLoad", c0, NULL, NULL) < n);
+	}
+}
+END_TEST
+
+/* Under a policy that never redirects, nothing is made ahead. */
+START_TEST(no_warming_without_redirect)
+{
+	setenv("CTXGUARD_MODE", "abort", 1);
+	ck_assert_int_eq(cuInit(0), CUDA_SUCCESS);
+	CUcontext c;
+	CUdevice d;
+	ck_assert_int_eq(cuDeviceGet(&d, 1), CUDA_SUCCESS);
+	ck_assert_int_eq(cuDevicePrimaryCtxRetain(&c, d), CUDA_SUCCESS);
+	ck_assert_int_eq(cuCtxSetCurrent(c), CUDA_SUCCESS);
+	fake_trace_start();
+	CUstream s;
+	CUmodule mod;
+	ck_assert_int_eq(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+	ck_assert_int_eq(cuModuleLoadData(&mod, producer_image), CUDA_SUCCESS);
+	size_t n = fake_trace(trace, 4096);
+	ck_assert_uint_eq(count(n, "cuStreamCreate"), 1);
+	ck_assert_uint_eq(count(n, "cuModuleLoad"), 1);
+	ck_assert_uint_eq(count(n, "cuFuncLoad"), 0);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("redirect");
@@ -596,11 +682,14 @@ int main(void)
 	tcase_add_test(e, normal_gemm_runs_as_one_group);
 	tcase_add_test(e, psum_gemm_runs_bundled_psum);
 	tcase_add_test(e, threads_redirect_on_two_devices);
+	tcase_add_test(e, stream_creation_warms_its_context);
 	tcase_add_loop_test(e, each_impossible_redirect_falls_back_to_error, 0,
 			    sizeof impossible / sizeof impossible[0]);
 	suite_add_tcase(s, e);
 	TCase *l = tcase_create("log");
 	tcase_add_test(l, log_record_and_summary);
+	tcase_add_test(l, module_load_warms_active_primary_contexts);
+	tcase_add_test(l, no_warming_without_redirect);
 	suite_add_tcase(s, l);
 	return run_suite(s);
 }

@@ -121,7 +121,10 @@ static CUresult module_load(CUmodule *module, const char *path, const void *imag
 					     : fake_image_parse(image, &img);
 	if (rc != CUDA_SUCCESS)
 		return rc;
-	return fake_module_create(ctx, NULL, &img, module);
+	rc = fake_module_create(ctx, NULL, &img, module);
+	if (rc == CUDA_SUCCESS)
+		fake_trace_note("cuModuleLoad", ctx, NULL, *module, NULL);
+	return rc;
 }
 
 CUresult CUDAAPI cuModuleLoad(CUmodule *module, const char *fname)
@@ -263,6 +266,17 @@ CUresult CUDAAPI cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunc
 		rc = CUDA_ERROR_INVALID_VALUE;
 	if (rc == CUDA_SUCCESS)
 		*pi = hfunc->attr[attrib];
+	return fake_leave(rc);
+}
+
+/* Every function is loaded with its module here; the call is traced, as
+ * the redirect tests assert that ctxguard loads its kernels eagerly. */
+CUresult CUDAAPI cuFuncLoad(CUfunction function)
+{
+	FAKE_ENTER();
+	CUresult rc = func_check(function, function);
+	if (rc == CUDA_SUCCESS)
+		fake_trace_note("cuFuncLoad", function->mod->ctx, NULL, function, NULL);
 	return fake_leave(rc);
 }
 

@@ -95,6 +95,7 @@ static const struct proc procs[] = {
 	P(cuFuncSetAttribute, cuFuncSetAttribute, 9000),
 	P(cuFuncGetAttribute, cuFuncGetAttribute, 2020),
 	P(cuFuncIsLoaded, cuFuncIsLoaded, 12040),
+	P(cuFuncLoad, cuFuncLoad, 12040),
 	P(cuLibraryLoadData, cuLibraryLoadData, 12000),
 	P(cuLibraryLoadFromFile, cuLibraryLoadFromFile, 12000),
 	P(cuLibraryUnload, cuLibraryUnload, 12000),

@@ -5,13 +5,13 @@
 # shape of a collective's two halves).  Without ctxguard the call runs on
 # the launch stream, the write follows, nothing waits.  Under --mode
 # redirect the bundled kernel waits for that stream's tail and the launch
-# stream waits for the bundled kernel, so the write never comes.  Seen on
-# two H200s: the process hangs in the redirected call itself (the first
-# redirect into device 1 loads the bundled kernels there, and the load
-# waits for device 1's work), so the program's own release after 5 s never
-# runs.  README's Redirect section documents this hazard; the case records
-# which of the outcomes happens (bounded to 30 s) and fails on a wrong D or
-# a crash.
+# stream waits for the bundled kernel, so the write cannot run until the
+# program releases the flag from the host after 5 s: exit 6, D right.  The
+# redirected call itself must return: the bundled kernels were loaded into
+# device 1 when the program created its stream there (shim/warm.c); loaded
+# inside the redirect, the load waited for device 1's work and the process
+# hung in ctxguard's call (seen on two H200s before warming).  README's
+# Redirect section documents the hazard.
 # shellcheck source=tests/gpu/lib.sh
 . "$(dirname "$0")/../lib.sh"
 # shellcheck source=tests/gpu/redirect.sh
@@ -25,7 +25,7 @@ show redirect
 case $STATUS in
 0) pass "not blocked: the redirected call did not wait for the blocked stream" ;;
 6) grep -q '^deepgemm_redirect: blocked:' "$TMP/redirect.out" || fail "exit 6 without the blocked line"
-   pass "blocked as documented: the launch stream waited until the flag was set from the host; D right" ;;
-124|137) pass "hung as documented: the redirected call waits for device 1, whose stream waits for the launch stream" ;;
-*) fail "exit $STATUS: neither right, blocked nor hung" ;;
+   pass "blocked as documented: the redirected call returned, the launch stream waited until the flag was set from the host; D right" ;;
+124|137) fail "hung: the redirected call did not return (were the bundled kernels not loaded ahead?)" ;;
+*) fail "exit $STATUS: neither right nor blocked" ;;
 esac
