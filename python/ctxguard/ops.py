@@ -131,6 +131,18 @@ def _setup_context(ctx, inputs, output):
     ctx.save_for_backward(*inputs)
 
 
+def _zero_empty(db, offs):
+    """An empty group's weight gradient is zero.  On Hopper torch's 2D x 2D
+    grouped_mm writes those zeros itself (checked by tests/gpu/test_ops.py);
+    elsewhere it may leave the group's output uninitialized (pytorch#172439
+    on Blackwell), so the zeros are written here -- a pass over the whole
+    gradient, as large as the experts' weights, which Hopper is spared."""
+    if torch.cuda.get_device_capability(db.device) == (9, 0):
+        return db
+    empty = (torch.diff(offs, prepend=offs.new_zeros(1)) == 0).view(-1, 1, 1)
+    return db.masked_fill_(empty, 0)
+
+
 def _backward(ctx, grad):
     a, b, offs = ctx.saved_tensors
     da = db = None
@@ -140,13 +152,10 @@ def _backward(ctx, grad):
         # Made in b's own layout, as torch's backward of _grouped_mm does: HF's
         # weights are [G, N, K] storage seen as [G, K, N], and a gradient made
         # [G, K, N] would cost a transposing copy of every expert's weights.
-        empty = (torch.diff(offs, prepend=offs.new_zeros(1)) == 0).view(-1, 1, 1)
         if b.transpose(-2, -1).is_contiguous():
-            db = torch._grouped_mm(grad.transpose(0, 1), a, offs=offs)
-            # An empty group's gradient is zero whatever the 2D x 2D kernel leaves there.
-            db = db.masked_fill_(empty, 0).transpose(-2, -1)
+            db = _zero_empty(torch._grouped_mm(grad.transpose(0, 1), a, offs=offs), offs).transpose(-2, -1)
         else:
-            db = torch._grouped_mm(a.transpose(0, 1), grad, offs=offs).masked_fill_(empty, 0)
+            db = _zero_empty(torch._grouped_mm(a.transpose(0, 1), grad, offs=offs), offs)
     return da, db, None
 
 

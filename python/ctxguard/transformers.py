@@ -30,10 +30,13 @@ def _route(self, hidden_states, top_k_index, top_k_weights, project):
     offs = torch.cumsum(counts, dim=0, dtype=torch.int32)
     sentinel = (expert_ids_g >= self.num_experts).unsqueeze(-1)
     ids = expert_ids_g.clamp(max=self.num_experts - 1)
-    states = states.masked_fill(sentinel, 0.0)
+    states.masked_fill_(sentinel, 0.0)
 
+    # Sentinel rows lie past offs[-1]: the GEMMs neither read nor write them,
+    # so one fill after the last GEMM (before the routing weights multiply
+    # them, which would carry NaN into their gradient) is enough.
     up = "gate_up_proj" if self.has_gate else "up_proj"
-    out = project(states, up, offs, ids).masked_fill(sentinel, 0.0)
+    out = project(states, up, offs, ids)
     out = self._apply_gate(out) if self.has_gate else self.act_fn(out)
     out = project(out, "down_proj", offs, ids).masked_fill(sentinel, 0.0)
     out = out * weights_g.to(out.dtype).unsqueeze(-1)
