@@ -22,15 +22,23 @@ int cg_policy_redirects(void)
 	return 0;
 }
 
+/* Set while this thread warms: the bundled API's driver table may hold the
+ * hooks (a program that called ctxguard_gmm_init_default first resolved it
+ * with dlsym, which ctxguard answers), so its module load comes back here
+ * through the load hook, and would recurse without end. */
+static _Thread_local int warming;
+
 void cg_warm(CUcontext ctx)
 {
 	CUstream s;
 	CUcontext popped;
-	if (!ctx || cg_call.cuCtxPushCurrent_v2(ctx) != CUDA_SUCCESS)
+	if (!ctx || warming || cg_call.cuCtxPushCurrent_v2(ctx) != CUDA_SUCCESS)
 		return;
+	warming = 1;
 	cg_stream_owned(ctx, &s);
 	if (cg_bundled_ready() == CUDA_SUCCESS)
 		cg_gmm_prepare(ctx);
+	warming = 0;
 	cg_call.cuCtxPopCurrent_v2(&popped);
 }
 
@@ -39,7 +47,7 @@ void cg_warm(CUcontext ctx)
 void cg_warm_devices(void)
 {
 	int n;
-	if (!cg_policy_redirects() || cg_call.cuDeviceGetCount(&n) != CUDA_SUCCESS)
+	if (warming || !cg_policy_redirects() || cg_call.cuDeviceGetCount(&n) != CUDA_SUCCESS)
 		return;
 	for (int i = 0; i < n; i++) {
 		CUdevice d;

@@ -640,6 +640,35 @@ START_TEST(module_load_warms_active_primary_contexts)
 }
 END_TEST
 
+/* The program initialized the bundled API itself first (the ctypes entry
+ * point, as the Python benchmarks do): its driver table then holds the
+ * hooks, and warming, whose module load comes back through the load hook,
+ * must not recurse. */
+START_TEST(warming_with_the_programs_bundled_table)
+{
+	setenv("CTXGUARD_MODE", "redirect", 1);
+	ck_assert_int_eq(cuInit(0), CUDA_SUCCESS);
+	int (*init)(void);
+	*(void **)&init = dlsym(RTLD_DEFAULT, "ctxguard_gmm_init_default");
+	ck_assert_ptr_nonnull(init);
+	int built = bundled_built();
+	ck_assert_int_eq(init(), built ? 0 : init());
+	CUcontext c;
+	CUdevice d;
+	ck_assert_int_eq(cuDeviceGet(&d, 1), CUDA_SUCCESS);
+	ck_assert_int_eq(cuDevicePrimaryCtxRetain(&c, d), CUDA_SUCCESS);
+	ck_assert_int_eq(cuCtxSetCurrent(c), CUDA_SUCCESS);
+	fake_trace_start();
+	CUstream s;
+	ck_assert_int_eq(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+	size_t n = fake_trace(trace, 4096);
+	if (built) {
+		ck_assert(find(n, 0, "cuFuncLoad", c, NULL, NULL) < n);
+		ck_assert_uint_eq(count(n, "cuModuleLoad"), 1);
+	}
+}
+END_TEST
+
 /* Under a policy that never redirects, nothing is made ahead. */
 START_TEST(no_warming_without_redirect)
 {
@@ -690,6 +719,7 @@ int main(void)
 	tcase_add_test(l, log_record_and_summary);
 	tcase_add_test(l, module_load_warms_active_primary_contexts);
 	tcase_add_test(l, no_warming_without_redirect);
+	tcase_add_test(l, warming_with_the_programs_bundled_table);
 	suite_add_tcase(s, l);
 	return run_suite(s);
 }

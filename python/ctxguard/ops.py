@@ -137,7 +137,7 @@ def _zero_empty(db, offs):
     elsewhere it may leave the group's output uninitialized (pytorch#172439
     on Blackwell), so the zeros are written here -- a pass over the whole
     gradient, as large as the experts' weights, which Hopper is spared."""
-    if torch.cuda.get_device_capability(db.device) == (9, 0):
+    if db.device.type == "cuda" and torch.cuda.get_device_capability(db.device) == (9, 0):
         return db
     empty = (torch.diff(offs, prepend=offs.new_zeros(1)) == 0).view(-1, 1, 1)
     return db.masked_fill_(empty, 0)
