@@ -640,24 +640,33 @@ START_TEST(module_load_warms_active_primary_contexts)
 }
 END_TEST
 
+/* A process of its own (no fixture) under mode: device 1's primary
+ * context, current. */
+static CUcontext start_on_device_1(const char *mode)
+{
+	CUcontext c;
+	CUdevice d;
+	setenv("CTXGUARD_MODE", mode, 1);
+	ck_assert_int_eq(cuInit(0), CUDA_SUCCESS);
+	ck_assert_int_eq(cuDeviceGet(&d, 1), CUDA_SUCCESS);
+	ck_assert_int_eq(cuDevicePrimaryCtxRetain(&c, d), CUDA_SUCCESS);
+	ck_assert_int_eq(cuCtxSetCurrent(c), CUDA_SUCCESS);
+	return c;
+}
+
 /* The program initialized the bundled API itself first (the ctypes entry
  * point, as the Python benchmarks do): its driver table then holds the
  * hooks, and warming, whose module load comes back through the load hook,
  * must not recurse. */
 START_TEST(warming_with_the_programs_bundled_table)
 {
-	setenv("CTXGUARD_MODE", "redirect", 1);
-	ck_assert_int_eq(cuInit(0), CUDA_SUCCESS);
+	CUcontext c = start_on_device_1("redirect");
 	int (*init)(void);
 	*(void **)&init = dlsym(RTLD_DEFAULT, "ctxguard_gmm_init_default");
 	ck_assert_ptr_nonnull(init);
-	int built = bundled_built();
-	ck_assert_int_eq(init(), built ? 0 : init());
-	CUcontext c;
-	CUdevice d;
-	ck_assert_int_eq(cuDeviceGet(&d, 1), CUDA_SUCCESS);
-	ck_assert_int_eq(cuDevicePrimaryCtxRetain(&c, d), CUDA_SUCCESS);
-	ck_assert_int_eq(cuCtxSetCurrent(c), CUDA_SUCCESS);
+	int built = bundled_built(), rc = init();
+	if (built)
+		ck_assert_int_eq(rc, 0);
 	fake_trace_start();
 	CUstream s;
 	ck_assert_int_eq(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
@@ -672,13 +681,7 @@ END_TEST
 /* Under a policy that never redirects, nothing is made ahead. */
 START_TEST(no_warming_without_redirect)
 {
-	setenv("CTXGUARD_MODE", "abort", 1);
-	ck_assert_int_eq(cuInit(0), CUDA_SUCCESS);
-	CUcontext c;
-	CUdevice d;
-	ck_assert_int_eq(cuDeviceGet(&d, 1), CUDA_SUCCESS);
-	ck_assert_int_eq(cuDevicePrimaryCtxRetain(&c, d), CUDA_SUCCESS);
-	ck_assert_int_eq(cuCtxSetCurrent(c), CUDA_SUCCESS);
+	start_on_device_1("abort");
 	fake_trace_start();
 	CUstream s;
 	CUmodule mod;
