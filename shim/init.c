@@ -20,12 +20,17 @@ void *cg_libcuda;
 static struct cg_policy policy;
 static const char *libcuda = "libcuda.so.1";
 
+const char *cg_user_env(const char *name)
+{
+	return policy.secure ? NULL : getenv(name);
+}
+
 /* CTXGUARD_LIBCUDA names another driver, for tests; naming one that is not
  * loaded leaves the shim inert, so neither secure execution nor a lock
  * takes it. */
 static void choose_libcuda(void)
 {
-	const char *path = policy.secure ? NULL : getenv("CTXGUARD_LIBCUDA");
+	const char *path = cg_user_env("CTXGUARD_LIBCUDA");
 	if (!path || !*path)
 		return;
 	if (!policy.lock) {

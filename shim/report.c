@@ -241,7 +241,7 @@ static void announce_secure(void)
 void cg_report_start(void)
 {
 	open_log();
-	const char *s = cg_policy->secure ? NULL : getenv("CTXGUARD_STATUS");
+	const char *s = cg_user_env("CTXGUARD_STATUS");
 	status_fd_open = s && *s && strlen(s) < sizeof status_path;
 	if (status_fd_open)
 		strcpy(status_path, s);

@@ -175,6 +175,10 @@ extern void *cg_libcuda;                     /* the driver's handle, once ready 
 /* Lazy, thread-safe initialisation; false when libcuda is absent (the
  * library is then inert) or when called re-entrantly during init. */
 int cg_init(void);
+/* A variable the shim reads outside the policy (a path it loads or
+ * writes): NULL under secure execution, where the environment belongs to
+ * the caller and not to the program's owner, as for CTXGUARD_* settings. */
+const char *cg_user_env(const char *name);
 extern _Atomic int cg_state;                 /* 2: ready */
 static inline int cg_ready(void)
 {

@@ -266,6 +266,44 @@ START_TEST(secure_shim_setuid)
 }
 END_TEST
 
+/* The same program with the suite's library copy whose system policy
+ * (BUILD/tests/etc, tests/locked.mk) turns the backstop on: the caller's
+ * CTXGUARD_CUPTI and CUDA_HOME do not choose the library it loads. */
+START_TEST(secure_backstop_ignores_cupti_variables)
+{
+	const char *setpriv = setpriv_or_skip();
+	if (!setpriv)
+		return;
+	char etc[4096], cmd[4200];
+	snprintf(etc, sizeof etc, "%s/tests/etc/ctxguard", build_dir());
+	snprintf(cmd, sizeof cmd, "mkdir -p '%s'", etc);
+	ck_assert_int_eq(system(cmd), 0);
+	strcat(etc, "/policy.conf");
+	write_to(etc, "backstop = on\n", 0644);
+	const char *prog = install_copy("tests/progs/secure", "secure", 1);
+	const char *shim = install_copy("tests/locked/libctxguard.so", "libctxguard.so", 0);
+	const char *cuda = install_copy("fake/libcuda.so.1", "libcuda.so.1", 0);
+	const char *env[20];
+	char bufs[3][300];
+	hostile_env(env, bufs);
+	int n = 0;
+	while (env[n])
+		n++;
+	env[n++] = "CTXGUARD_CUPTI=/nonexistent/planted/libcupti.so";
+	env[n++] = "CUDA_HOME=/nonexistent/planted";
+	env[n] = NULL;
+	const char *argv[] = {setpriv, "--reuid=" NOBODY, "--regid=" NOBODY, "--clear-groups",
+			      prog, cuda, shim, NULL};
+	spawn(&r, env, argv);
+	unlink(etc);
+	ck_assert_msg(strstr(r.out, "at_secure 1\n"), "AT_SECURE not set:\n%s%s", r.out, r.err);
+	ck_assert_msg(strstr(r.err, "backstop"), "the backstop did not start:\n%s", r.err);
+	ck_assert_msg(!strstr(r.err, "/nonexistent/planted"), "a caller's CUPTI path was used:\n%s",
+		      r.err);
+	assert_nothing_honoured();
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("secure");
@@ -281,6 +319,7 @@ static Suite *suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, secure_policy_setuid);
 	tcase_add_test(tc, secure_shim_setuid);
+	tcase_add_test(tc, secure_backstop_ignores_cupti_variables);
 	tcase_set_timeout(tc, 60);
 	suite_add_tcase(s, tc);
 	return s;

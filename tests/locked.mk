@@ -12,4 +12,4 @@ $(LOCKED_LIB): $(BUILD)/tests/locked/config.o $(SHIM_OBJ) $(filter-out %/config.
 	$(CC) $(OPT) $(LTO) -shared -Wl,-soname,libctxguard.so -Wl,--no-undefined \
 	    -o $@ $^ $(LDFLAGS_SAN) -ldl -lpthread
 
-$(BUILD)/tests/check_lock: $(LOCKED_LIB)
+$(BUILD)/tests/check_lock $(BUILD)/tests/check_secure: $(LOCKED_LIB)
