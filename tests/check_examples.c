@@ -18,13 +18,11 @@
 static struct run r;
 static char lib[4096], lib_env[4200];
 
-/* The library this suite preloads: the last entry of its LD_PRELOAD. */
+/* The library this suite preloads. */
 static void find_lib(void)
 {
-	const char *pre = getenv("CTXGUARD_TEST_PRELOAD");
-	ck_assert_ptr_nonnull(pre);
-	const char *colon = strrchr(pre, ':');
-	snprintf(lib, sizeof lib, "%s", colon ? colon + 1 : pre);
+	ck_assert_ptr_nonnull(getenv("CTXGUARD_TEST_PRELOAD"));
+	snprintf(lib, sizeof lib, "%s", shim_library());
 	snprintf(lib_env, sizeof lib_env, "CTXGUARD_SLURM_LIB=%s", lib);
 }
 

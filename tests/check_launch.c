@@ -195,10 +195,8 @@ END_TEST
  * start-up: its TLS must fit the static block's surplus. */
 START_TEST(loads_after_start_up)
 {
-	char lib[4096];
-	snprintf(lib, sizeof lib, "%s/libctxguard.so", build_dir());
 	const char *env[] = {"LD_PRELOAD=", NULL};
-	const char *argv[] = {"tests/progs/dlopen", lib, NULL};
+	const char *argv[] = {"tests/progs/dlopen", shim_library(), NULL};
 	spawn(&r, env, argv);
 	ck_assert_msg(exited(&r, 0) && strstr(r.out, "dlopen: ok"), "%s%s", r.out, r.err);
 }

@@ -93,6 +93,15 @@ static inline void spawn(struct run *r, const char *const *env, const char *cons
 		;
 }
 
+/* The library the suite runs against (run.sh: the build's, or an installed
+ * wheel's under CTXGUARD_TEST_LIBRARY): the last entry of its preload. */
+static inline const char *shim_library(void)
+{
+	const char *pre = getenv("CTXGUARD_TEST_PRELOAD");
+	const char *colon = pre ? strrchr(pre, ':') : NULL;
+	return colon ? colon + 1 : pre ? pre : "";
+}
+
 /* "LD_PRELOAD=" plus whatever the suite preloads before the shim (a
  * sanitizer runtime), for programs that preload the shim themselves. */
 static inline const char *preload_without_shim(void)
