@@ -103,13 +103,14 @@ void cg_context_reset(void)
 	atomic_fetch_add_explicit(&epoch, 1, memory_order_relaxed);
 }
 
-/* Its streams and events went with it. */
+/* Its streams, events, zeros and twins went with it. */
 static void destroyed(CUcontext ctx)
 {
 	cg_ctx_forget(ctx);
 	cg_streams_forget(ctx);
 	cg_events_forget(ctx);
 	cg_zeros_forget(ctx);
+	cg_rehome_forget(ctx);
 }
 
 CG_AFTER(cuCtxDestroy, destroyed(ctx))

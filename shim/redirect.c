@@ -453,7 +453,7 @@ void cg_redirect_forked(void)
 	cg_streams_reset();
 	cg_events_reset();
 	cg_rehome_reset();
-	cg_zeros_forget(NULL);
+	cg_zeros_reset();
 }
 
 CUresult cg_redirect_refuse(const char *api)

@@ -62,15 +62,17 @@ void cg_event_give(CUcontext ctx, CUevent e);
 void cg_events_forget(CUcontext ctx);
 
 /* A buffer of at least bytes zeros in ctx (current), made once per size
- * class (shim/zeros.c); NULL ctx forgets every context's. */
+ * class (shim/zeros.c). */
 CUresult cg_zeros(CUcontext ctx, size_t bytes, CUdeviceptr *out);
 void cg_zeros_forget(CUcontext ctx);
+void cg_zeros_reset(void);
 
 /* Re-homing (shim/rehome.c). */
 /* At load: keeps what it takes to load the module again elsewhere (its
  * path, or a copy of an in-memory image) when the policy can redirect. */
 void cg_rehome_keep(uintptr_t module, const char *path, const void *image);
 void cg_rehome_drop(uintptr_t module);
+void cg_rehome_forget(CUcontext ctx);
 /* fn's twin in ctx (current): loaded once, attributes replayed; NULL with
  * why filled when it cannot be made. */
 CUfunction cg_rehome_function(const struct cg_fn *fn, CUcontext ctx, char *why, size_t n);

@@ -99,6 +99,23 @@ void cg_rehome_drop(uintptr_t module)
 	pthread_mutex_unlock(&lock);
 }
 
+/* A destroyed context took its twins' modules with it; its handle may come
+ * back for a new context. */
+void cg_rehome_forget(CUcontext ctx)
+{
+	pthread_mutex_lock(&lock);
+	for (struct twin **q = &twins; *q;) {
+		struct twin *t = *q;
+		if (t->ctx != ctx) {
+			q = &t->next;
+			continue;
+		}
+		*q = t->next;
+		free(t);
+	}
+	pthread_mutex_unlock(&lock);
+}
+
 /* In a forked child (see cg_streams_reset): the registries start empty. */
 void cg_rehome_reset(void)
 {

@@ -59,13 +59,13 @@ CUresult cg_zeros(CUcontext ctx, size_t bytes, CUdeviceptr *out)
 	return CUDA_SUCCESS;
 }
 
-/* A destroyed context freed its memory; a forked child has none. */
+/* A destroyed context freed its memory. */
 void cg_zeros_forget(CUcontext ctx)
 {
 	pthread_mutex_lock(&lock);
 	for (struct zeros **q = &all; *q;) {
 		struct zeros *z = *q;
-		if (ctx && z->ctx != ctx) {
+		if (z->ctx != ctx) {
 			q = &z->next;
 			continue;
 		}
@@ -73,4 +73,16 @@ void cg_zeros_forget(CUcontext ctx)
 		free(z);
 	}
 	pthread_mutex_unlock(&lock);
+}
+
+/* In a forked child (see cg_streams_reset): no memory, and a lock that a
+ * thread which does not exist here may have held. */
+void cg_zeros_reset(void)
+{
+	pthread_mutex_init(&lock, NULL);
+	while (all) {
+		struct zeros *z = all;
+		all = z->next;
+		free(z);
+	}
 }

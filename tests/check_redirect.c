@@ -367,6 +367,26 @@ START_TEST(helper_is_rehomed_with_its_attributes)
 }
 END_TEST
 
+/* A twin made in a context the program destroys is not handed out for the
+ * next context that gets the same handle (kind (a), operands on the launch
+ * device: the twin is made in the launch context). */
+START_TEST(destroyed_context_forgets_its_twins)
+{
+	CUdevice dv;
+	CUcontext own, again;
+	ck_assert_int_eq(cuDeviceGet(&dv, 1), CUDA_SUCCESS);
+	ck_assert_int_eq(cuCtxCreate(&own, NULL, 0, dv), CUDA_SUCCESS);
+	ck_assert_int_eq(launch_helper(own, NULL, a, d), CUDA_SUCCESS);
+	ck_assert_int_eq(cuCtxDestroy(own), CUDA_SUCCESS);
+	ck_assert_int_eq(cuCtxCreate(&again, NULL, 0, dv), CUDA_SUCCESS);
+	ck_assert_ptr_eq(again, own); /* the fake hands the handle out again */
+	fake_trace_start();
+	ck_assert_int_eq(launch_helper(again, NULL, a, d), CUDA_SUCCESS);
+	size_t n = fake_trace(trace, 4096);
+	ck_assert_msg(find(n, 0, "launch", again, NULL, NULL) < n, "the helper did not run");
+}
+END_TEST
+
 /* DeepGEMM's own route: a library, its kernel's function fetched once while
  * device 0 is current; the twin is fetched from the same kernel in device
  * 1's context. */
@@ -702,6 +722,7 @@ int main(void)
 	tcase_add_checked_fixture(t, setup_abort, NULL);
 	tcase_add_test(t, helper_is_rehomed_with_its_attributes);
 	tcase_add_test(t, library_function_is_rehomed);
+	tcase_add_test(t, destroyed_context_forgets_its_twins);
 	tcase_add_test(t, destroyed_stream_is_dropped);
 	tcase_add_test_raise_signal(t, impossible_redirect_aborts_by_default, SIGABRT);
 	suite_add_tcase(s, t);
