@@ -168,6 +168,16 @@ int cg_policy_uses_images(const struct cg_policy *p)
 	return 0;
 }
 
+int cg_policy_redirects(const struct cg_policy *p)
+{
+	if (p && p->mode == CG_ACT_REDIRECT)
+		return 1;
+	for (size_t i = 0; p && i < p->nrules; i++)
+		if (p->rules[i].action == CG_ACT_REDIRECT)
+			return 1;
+	return 0;
+}
+
 int cg_policy_action(const struct cg_policy *p, int rule)
 {
 	if (!p)

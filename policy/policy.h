@@ -106,6 +106,9 @@ int cg_policy_match(const struct cg_policy *p, const char *mangled,
  * load costs milliseconds, so images are hashed only then. */
 int cg_policy_uses_images(const struct cg_policy *p);
 
+/* Whether any crossing can lead to redirect: the mode, or a rule's action. */
+int cg_policy_redirects(const struct cg_policy *p);
+
 /* What a crossing by a kernel matching `rule` (-1: none) leads to. */
 int cg_policy_action(const struct cg_policy *p, int rule);
 

@@ -100,16 +100,11 @@ struct plan {
 static pthread_once_t gmm_once = PTHREAD_ONCE_INIT;
 static CUresult gmm_ready = CUDA_ERROR_NOT_INITIALIZED;
 
-static void *resolve(void *libcuda, const char *symbol)
-{
-	return cg_real_dlsym(libcuda, symbol);
-}
-
 /* The bundled API calls the real driver, never the hooks. */
 static void gmm_init(void)
 {
 	struct cg_gmm_driver drv;
-	gmm_ready = cg_gmm_driver_resolve(&drv, resolve, cg_libcuda);
+	gmm_ready = cg_gmm_driver_resolve(&drv, cg_real_dlsym, cg_libcuda);
 	if (gmm_ready == CUDA_SUCCESS)
 		gmm_ready = cg_gmm_init(&drv);
 }

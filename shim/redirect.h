@@ -29,8 +29,6 @@ CUresult cg_redirect(const struct cg_launch *l);
 /* A crossing noted by a launch API redirect does not handle: the fallback. */
 CUresult cg_redirect_refuse(const char *api);
 
-/* Whether any action of the policy is redirect (shim/warm.c). */
-int cg_policy_redirects(void);
 /* Device dev's primary context, retained once and kept (NULL: none). */
 CUcontext cg_device_ctx(int dev);
 /* The bundled kernels' API, initialized once: CUDA_SUCCESS when usable. */

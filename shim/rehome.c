@@ -48,7 +48,7 @@ static struct twin *twins;
 
 void cg_rehome_keep(uintptr_t module, const char *path, const void *image)
 {
-	if (!module || (!path && !image) || !cg_policy_redirects())
+	if (!module || (!path && !image) || !cg_policy_redirects(cg_policy))
 		return;
 	struct kept *k = calloc(1, sizeof *k);
 	if (!k)

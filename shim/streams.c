@@ -139,7 +139,7 @@ void cg_streams_reset(void)
 static void created(CUstream s)
 {
 	add(s);
-	if (cg_policy_redirects())
+	if (cg_policy_redirects(cg_policy))
 		cg_warm(cg_current_ctx());
 }
 

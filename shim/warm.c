@@ -12,16 +12,6 @@
 #include "../kernels/grouped_mm.h"
 #include "redirect.h"
 
-int cg_policy_redirects(void)
-{
-	if (cg_policy->mode == CG_ACT_REDIRECT)
-		return 1;
-	for (size_t i = 0; i < cg_policy->nrules; i++)
-		if (cg_policy->rules[i].action == CG_ACT_REDIRECT)
-			return 1;
-	return 0;
-}
-
 /* Set while this thread warms: the bundled API's driver table may hold the
  * hooks (a program that called ctxguard_gmm_init_default first resolved it
  * with dlsym, which ctxguard answers), so its module load comes back here
@@ -47,7 +37,7 @@ void cg_warm(CUcontext ctx)
 void cg_warm_devices(void)
 {
 	int n;
-	if (warming || !cg_policy_redirects() || cg_call.cuDeviceGetCount(&n) != CUDA_SUCCESS)
+	if (warming || !cg_policy_redirects(cg_policy) || cg_call.cuDeviceGetCount(&n) != CUDA_SUCCESS)
 		return;
 	for (int i = 0; i < n; i++) {
 		CUdevice d;
