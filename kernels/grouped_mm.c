@@ -206,26 +206,39 @@ static CUresult enqueue(const struct cg_gmm_driver *drv, CUcontext ctx, CUstream
 
 #endif
 
-CUresult cg_gmm_prepare(CUcontext ctx)
+/* With ctx current (s's context when ctx is NULL, the stream's context
+ * being where the module is loaded and the launch made): p's launch, or
+ * with no problem the module load alone (cg_gmm_prepare). */
+static CUresult in_context(CUcontext ctx, CUstream s, const struct cg_gmm_problem *p, int form)
 {
-	cg_gmm_clear_error();
 #ifdef CG_NO_KERNELS
 	(void)ctx;
+	(void)s;
+	(void)p;
+	(void)form;
 	return cg_gmm_fail(CUDA_ERROR_NOT_SUPPORTED,
 			   "grouped_mm: ctxguard was built without nvcc, so without its grouped_mm kernels");
 #else
 	const struct cg_gmm_driver *drv = cg_gmm_drv();
+	CUresult r;
 	if (!drv)
 		return cg_gmm_fail(CUDA_ERROR_NOT_INITIALIZED, "grouped_mm: cg_gmm_init() has not run");
-	CUresult r = drv->cuCtxPushCurrent_v2(ctx);
-	if (r != CUDA_SUCCESS)
+	if (!ctx && (r = drv->cuStreamGetCtx(s, &ctx)) != CUDA_SUCCESS)
+		return cg_gmm_fail(r, "grouped_mm: cuStreamGetCtx failed");
+	if ((r = drv->cuCtxPushCurrent_v2(ctx)) != CUDA_SUCCESS)
 		return cg_gmm_fail(r, "grouped_mm: cuCtxPushCurrent failed");
 	const struct cg_gmm_module *mod;
-	r = cg_gmm_module_get(drv, ctx, &mod);
+	r = p ? enqueue(drv, ctx, s, p, form) : cg_gmm_module_get(drv, ctx, &mod);
 	CUcontext popped;
 	drv->cuCtxPopCurrent_v2(&popped);
 	return r;
 #endif
+}
+
+CUresult cg_gmm_prepare(CUcontext ctx)
+{
+	cg_gmm_clear_error();
+	return in_context(ctx, NULL, NULL, 0);
 }
 
 CUresult cg_gmm_run(CUcontext ctx, CUstream s, const struct cg_gmm_problem *p, int form)
@@ -234,27 +247,11 @@ CUresult cg_gmm_run(CUcontext ctx, CUstream s, const struct cg_gmm_problem *p, i
 	CUresult r = check(p, form);
 	if (r != CUDA_SUCCESS)
 		return r;
-#ifdef CG_NO_KERNELS
-	(void)ctx;
-	(void)s;
-	return cg_gmm_fail(CUDA_ERROR_NOT_SUPPORTED,
-			   "grouped_mm: ctxguard was built without nvcc, so without its grouped_mm kernels");
-#else
+#ifndef CG_NO_KERNELS
 	if (rows_of(p, form) == 0)
 		return CUDA_SUCCESS;
-	const struct cg_gmm_driver *drv = cg_gmm_drv();
-	if (!drv)
-		return cg_gmm_fail(CUDA_ERROR_NOT_INITIALIZED, "grouped_mm: cg_gmm_init() has not run");
-	if (!ctx && (r = drv->cuStreamGetCtx(s, &ctx)) != CUDA_SUCCESS)
-		return cg_gmm_fail(r, "grouped_mm: cuStreamGetCtx failed");
-	/* the module is loaded into, and the launch made from, the stream's context */
-	if ((r = drv->cuCtxPushCurrent_v2(ctx)) != CUDA_SUCCESS)
-		return cg_gmm_fail(r, "grouped_mm: cuCtxPushCurrent failed");
-	r = enqueue(drv, ctx, s, p, form);
-	CUcontext popped;
-	drv->cuCtxPopCurrent_v2(&popped);
-	return r;
 #endif
+	return in_context(ctx, s, p, form);
 }
 
 CUresult cg_gmm_offs(CUcontext ctx, CUstream s, const struct cg_gmm_problem *p)
