@@ -72,9 +72,25 @@ void cg_rehome_keep(uintptr_t module, const char *path, const void *image)
 	pthread_mutex_unlock(&lock);
 }
 
+/* Under the lock: the twins of module, or made in ctx (0/NULL: any). */
+static void drop_twins(uintptr_t module, CUcontext ctx)
+{
+	for (struct twin **q = &twins; *q;) {
+		struct twin *t = *q;
+		if ((module && t->module != module) || (ctx && t->ctx != ctx)) {
+			q = &t->next;
+			continue;
+		}
+		*q = t->next;
+		free(t);
+	}
+}
+
 /* Before an unload: the handle, and its functions', may come back. */
 void cg_rehome_drop(uintptr_t module)
 {
+	if (!module)
+		return;
 	pthread_mutex_lock(&lock);
 	for (struct kept **q = &kept; *q;) {
 		struct kept *k = *q;
@@ -87,15 +103,7 @@ void cg_rehome_drop(uintptr_t module)
 		free(k->bytes);
 		free(k);
 	}
-	for (struct twin **q = &twins; *q;) {
-		struct twin *t = *q;
-		if (t->module != module) {
-			q = &t->next;
-			continue;
-		}
-		*q = t->next;
-		free(t);
-	}
+	drop_twins(module, NULL);
 	pthread_mutex_unlock(&lock);
 }
 
@@ -104,15 +112,7 @@ void cg_rehome_drop(uintptr_t module)
 void cg_rehome_forget(CUcontext ctx)
 {
 	pthread_mutex_lock(&lock);
-	for (struct twin **q = &twins; *q;) {
-		struct twin *t = *q;
-		if (t->ctx != ctx) {
-			q = &t->next;
-			continue;
-		}
-		*q = t->next;
-		free(t);
-	}
+	drop_twins(0, ctx);
 	pthread_mutex_unlock(&lock);
 }
 
@@ -127,11 +127,7 @@ void cg_rehome_reset(void)
 		free(k->bytes);
 		free(k);
 	}
-	while (twins) {
-		struct twin *t = twins;
-		twins = t->next;
-		free(t);
-	}
+	drop_twins(0, NULL);
 	while (attrs) {
 		struct attrs *a = attrs;
 		attrs = a->next;
