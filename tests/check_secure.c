@@ -192,6 +192,9 @@ static void hostile_env(const char **env, char bufs[][300])
 	snprintf(bufs[2], 300, "CTXGUARD_STATUS=%s", at("status"));
 	const char *fixed[] = {"CTXGUARD_MODE=off", "CTXGUARD_SCOPE=all", "CTXGUARD_OPERANDS=off",
 			       "CTXGUARD_LIBCUDA=/nonexistent/libcuda.so.1", "CTXGUARD_QUIET=1",
+			       /* the backstop's library, when a system policy turns it on */
+			       "CTXGUARD_CUPTI=/nonexistent/planted/libcupti.so",
+			       "CUDA_HOME=/nonexistent/planted",
 			       /* LeakSanitizer cannot trace a setuid process. */
 			       "ASAN_OPTIONS=detect_leaks=0", "LD_PRELOAD", NULL};
 	int n = 0;
@@ -233,6 +236,21 @@ START_TEST(secure_policy_setuid)
 }
 END_TEST
 
+/* tests/progs/secure installed setuid, with the shim copied from the build
+ * directory's shim_from, run as nobody in the hostile environment. */
+static void run_secure_prog(const char *setpriv, const char *shim_from)
+{
+	const char *prog = install_copy("tests/progs/secure", "secure", 1);
+	const char *shim = install_copy(shim_from, "libctxguard.so", 0);
+	const char *cuda = install_copy("fake/libcuda.so.1", "libcuda.so.1", 0);
+	const char *env[16];
+	char bufs[3][300];
+	hostile_env(env, bufs);
+	const char *argv[] = {setpriv, "--reuid=" NOBODY, "--regid=" NOBODY, "--clear-groups",
+			      prog, cuda, shim, NULL};
+	spawn(&r, env, argv);
+}
+
 /* The shim in a setuid CUDA program: the crossing is stopped as the
  * built-in policy says, whatever the variables ask. */
 START_TEST(secure_shim_setuid)
@@ -245,15 +263,7 @@ START_TEST(secure_shim_setuid)
 		       cg_system_policy);
 		return;
 	}
-	const char *prog = install_copy("tests/progs/secure", "secure", 1);
-	const char *shim = install_copy("libctxguard.so", "libctxguard.so", 0);
-	const char *cuda = install_copy("fake/libcuda.so.1", "libcuda.so.1", 0);
-	const char *env[16];
-	char bufs[3][300];
-	hostile_env(env, bufs);
-	const char *argv[] = {setpriv, "--reuid=" NOBODY, "--regid=" NOBODY, "--clear-groups",
-			      prog, cuda, shim, NULL};
-	spawn(&r, env, argv);
+	run_secure_prog(setpriv, "libctxguard.so");
 	ck_assert_msg(strstr(r.out, "at_secure 1\n"), "AT_SECURE not set:\n%s%s", r.out, r.err);
 	/* scope all not honoured: the plain kernel's crossing went by */
 	ck_assert_msg(strstr(r.out, "plain: "), "%s\n%s", r.out, r.err);
@@ -280,21 +290,7 @@ START_TEST(secure_backstop_ignores_cupti_variables)
 	ck_assert_int_eq(system(cmd), 0);
 	strcat(etc, "/policy.conf");
 	write_to(etc, "backstop = on\n", 0644);
-	const char *prog = install_copy("tests/progs/secure", "secure", 1);
-	const char *shim = install_copy("tests/locked/libctxguard.so", "libctxguard.so", 0);
-	const char *cuda = install_copy("fake/libcuda.so.1", "libcuda.so.1", 0);
-	const char *env[20];
-	char bufs[3][300];
-	hostile_env(env, bufs);
-	int n = 0;
-	while (env[n])
-		n++;
-	env[n++] = "CTXGUARD_CUPTI=/nonexistent/planted/libcupti.so";
-	env[n++] = "CUDA_HOME=/nonexistent/planted";
-	env[n] = NULL;
-	const char *argv[] = {setpriv, "--reuid=" NOBODY, "--regid=" NOBODY, "--clear-groups",
-			      prog, cuda, shim, NULL};
-	spawn(&r, env, argv);
+	run_secure_prog(setpriv, "tests/locked/libctxguard.so");
 	unlink(etc);
 	ck_assert_msg(strstr(r.out, "at_secure 1\n"), "AT_SECURE not set:\n%s%s", r.out, r.err);
 	ck_assert_msg(strstr(r.err, "backstop"), "the backstop did not start:\n%s", r.err);
