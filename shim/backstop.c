@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../policy/outbuf.h"
 #include "shim.h"
 
 _Thread_local unsigned char cg_hooked_call CG_TLS;
@@ -397,22 +398,22 @@ void cg_backstop_summary(char *line, size_t nline, char *json, size_t njson)
 		return;
 	unsigned long n = cg_counter_total(CG_C_UNHOOKED);
 	int is_off = atomic_load_explicit(&off_said, memory_order_acquire);
-	char first[NOTED * 200] = "", first_json[NOTED * 400] = "";
-	size_t o = 0, oj = 0;
+	char first[NOTED * 200], first_json[NOTED * 400];
+	struct cg_out o, oj;
+	cg_out_init(&o, first, sizeof first);
+	cg_out_init(&oj, first_json, sizeof first_json);
 	for (unsigned i = 0; i < NOTED; i++) {
 		const char *api = atomic_load_explicit(&noted[i].api, memory_order_acquire);
 		if (!api)
 			continue;
 		char esc[sizeof noted[i].kernel * 2];
 		cg_json_escape(esc, sizeof esc, noted[i].kernel);
-		o += (size_t)snprintf(first + o, sizeof first - o, "%s%s of %s", o ? ", " : " (",
-				      api, noted[i].kernel);
-		oj += (size_t)snprintf(first_json + oj, sizeof first_json - oj,
-				       "%s{\"api\":\"%s\",\"kernel\":\"%s\"}", oj ? "," : "", api,
-				       esc);
+		cg_out_printf(&o, "%s%s of %s", o.len ? ", " : " (", api, noted[i].kernel);
+		cg_out_printf(&oj, "%s{\"api\":\"%s\",\"kernel\":\"%s\"}", oj.len ? "," : "", api,
+			      esc);
 	}
 	snprintf(line, nline, "; backstop%s: unhooked %lu%s%s", is_off ? " off" : "", n, first,
-		 o ? ")" : "");
+		 o.len ? ")" : "");
 	char esc[sizeof off_reason * 2] = "";
 	if (is_off)
 		cg_json_escape(esc, sizeof esc, off_reason);
