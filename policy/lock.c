@@ -88,7 +88,7 @@ static int looser(const struct locked *l, const struct cg_policy *p,
 	return 0;
 }
 
-/* Copy the floor's value back; 0, or -1 when a path cannot be copied (the
+/* Copy the floor's value into p; 0, or -1 when a path cannot be copied (the
  * setting is then left unset rather than loose). */
 static int restore(const struct locked *l, struct cg_policy *p,
 		   const struct cg_policy *floor)
@@ -121,24 +121,28 @@ static void refuse(struct cg_policy *p, const char *fmt, ...)
 	p->errors_dropped++;
 }
 
+/* Only the locked settings are copied (paths duplicated): nothing else of
+ * sys, whose strings the later sources may free, is reachable from f. */
 int cg_floor_take(struct cg_floor *f, const struct cg_policy *sys,
 		  const char *system)
 {
 	memset(f, 0, sizeof *f);
 	f->system = system;
-	f->at = *sys;
-	f->at.rules = NULL;
-	f->at.nrules = 0;
-	f->at.source = NULL;
-	f->at.nerrors = f->at.nrefused = 0;
-	f->at.log_path = sys->log_path ? strdup(sys->log_path) : NULL;
-	return sys->log_path && !f->at.log_path ? -1 : 0;
+	int rc = 0;
+	for (size_t i = 0; i < NLOCKED; i++)
+		if (restore(&locked[i], &f->at, sys) < 0)
+			rc = -1;
+	return rc;
 }
 
 void cg_floor_free(struct cg_floor *f)
 {
-	free(f->at.log_path);
-	f->at.log_path = NULL;
+	for (size_t i = 0; i < NLOCKED; i++)
+		if (locked[i].order == O_PATH) {
+			char **path = path_at(&f->at, locked[i].field);
+			free(*path);
+			*path = NULL;
+		}
 }
 
 void cg_lock_enforce(struct cg_policy *p, const struct cg_floor *f,

@@ -9,7 +9,7 @@
 #include "policy.h"
 
 struct cg_floor {
-	struct cg_policy at;       /* the system policy's settings; no rules */
+	struct cg_policy at;       /* the system policy's locked settings only */
 	const char *system;        /* its file, named in every refusal */
 };
 
