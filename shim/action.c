@@ -59,8 +59,6 @@ void cg_crossing_init(struct cg_crossing *c, char kind, const char *api, const s
 		.stream = stream,
 		.rule = fn->rule,
 	};
-	cg_device_learn(fn->dev);
-	cg_device_learn(launch_dev);
 	c->owner_pci = cg_device_pci(fn->dev);
 	c->owner_uuid = cg_device_uuid(fn->dev);
 	c->launch_pci = cg_device_pci(launch_dev);

@@ -72,7 +72,6 @@ int cg_ctx_device(CUcontext ctx)
 	if (dev < 0)
 		return dev;
 	if (!v) {
-		cg_device_learn(dev);
 		cg_table_put(&devices, (uintptr_t)ctx, (void *)(uintptr_t)(dev + 1));
 		/* A destroy since `now` may have come before the put: the
 		 * answer may be about a dead context whose handle will come

@@ -1,6 +1,7 @@
 /* What each device is called outside this process: its PCI bus id and
  * UUID, so records from many hosts and processes name the same GPU the
  * same way (CUDA ordinals depend on CUDA_VISIBLE_DEVICES). */
+#include <sched.h>
 #include <stdio.h>
 
 #include "shim.h"
@@ -13,9 +14,9 @@ static struct name {
 	char uuid[48];             /* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" */
 } devs[MAXDEV];
 
-/* Asked once per device, by whichever thread first learns of it; the
- * others read NULL until the answer is complete. */
-void cg_device_learn(int dev)
+/* Asked once per device, by whichever thread first wants a name; the
+ * others wait for the answer (two driver queries, on a report's path). */
+static void learn(int dev)
 {
 	if (dev < 0 || dev >= MAXDEV)
 		return;
@@ -39,9 +40,16 @@ void cg_device_learn(int dev)
 
 static const char *known(int dev, size_t field)
 {
-	if (dev < 0 || dev >= MAXDEV ||
-	    atomic_load_explicit(&devs[dev].state, memory_order_acquire) != KNOWN)
+	if (dev < 0 || dev >= MAXDEV)
 		return NULL;
+	learn(dev);
+	/* Bounded: a child forked while its parent asked sees ASKING forever. */
+	for (int spins = 0; atomic_load_explicit(&devs[dev].state, memory_order_acquire) != KNOWN;
+	     spins++) {
+		if (spins == 10000)
+			return NULL;
+		sched_yield();
+	}
 	const char *s = (const char *)&devs[dev] + field;
 	return *s ? s : NULL;
 }

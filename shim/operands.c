@@ -37,7 +37,6 @@ crossing(const char *api, const struct cg_fn *fn, CUcontext ctx, int dev, CUstre
 			cg_tmap_describe(&t, shapes[n], SHAPE);
 			shape = shapes[n];
 		}
-		cg_device_learn(d);
 		ops[n++] = (struct cg_operand){.param = l->p[p].index, .dev = d, .addr = a,
 					       .shape = shape, .uuid = cg_device_uuid(d)};
 	}

@@ -251,10 +251,9 @@ void cg_context_reset(void);
 
 /* ---- device names (shim/device.c) ---- */
 
-/* Ask the driver once for dev's PCI bus id and UUID (off the launch path:
- * when a context's device is first learned, or when a crossing names it). */
-void cg_device_learn(int dev);
-const char *cg_device_pci(int dev);          /* NULL until learned */
+/* dev's PCI bus id and UUID, asked of the driver the first time a name is
+ * wanted (a crossing's report); NULL when the driver does not say. */
+const char *cg_device_pci(int dev);
 const char *cg_device_uuid(int dev);
 
 /* ---- operands (shim/memory.c, shim/tensormap.c, shim/layout.c) ---- */
