@@ -106,9 +106,7 @@ void cg_context_reset(void)
 static void destroyed(CUcontext ctx)
 {
 	cg_ctx_forget(ctx);
-	cg_streams_forget(ctx);
-	cg_events_forget(ctx);
-	cg_zeros_forget(ctx);
+	cg_ctx_state_forget(ctx);
 	cg_rehome_forget(ctx);
 }
 

@@ -445,10 +445,8 @@ void cg_redirect_forked(void)
 {
 	for (int i = 0; i < MAX_DEVICES; i++)
 		atomic_store(&primary[i], NULL);
-	cg_streams_reset();
-	cg_events_reset();
+	cg_ctx_state_reset();
 	cg_rehome_reset();
-	cg_zeros_reset();
 }
 
 CUresult cg_redirect_refuse(const char *api)

@@ -43,27 +43,45 @@ void cg_warm_devices(void);
 
 /* A forked child starts without the parent's streams, events and twins. */
 void cg_redirect_forked(void);
-void cg_streams_reset(void);
-void cg_events_reset(void);
-void cg_rehome_reset(void);
+
+/* Per-context state (shim/ctxstate.c), each part kept by its own file. */
+struct cg_zeros {
+	CUdeviceptr ptr;
+	size_t bytes;
+	struct cg_zeros *next;     /* newer (larger) buffers first */
+};
+struct cg_ctx_state {
+	CUcontext ctx;
+	CUstream owned;            /* ctxguard's stream, made at the first need */
+	CUstream *streams;         /* the program's, in creation order */
+	size_t nstreams, capstreams;
+	CUevent *events;           /* pooled events not in use */
+	size_t nevents, capevents, made; /* capevents >= made: all fit back */
+	struct cg_zeros *zeros;
+	struct cg_ctx_state *next;
+};
+/* ctx's state with the lock held (created when asked; NULL when absent or
+ * out of memory, the lock held all the same); every state from the first,
+ * locked; the unlock. */
+struct cg_ctx_state *cg_ctx_state_lock(CUcontext ctx, int create);
+struct cg_ctx_state *cg_ctx_states_lock(void);
+void cg_ctx_state_unlock(void);
+void cg_ctx_state_forget(CUcontext ctx);
+void cg_ctx_state_reset(void);
 
 /* Known streams of ctx (shim/streams.c): copies up to max, returns how
  * many there are. */
 size_t cg_streams_of(CUcontext ctx, CUstream *out, size_t max);
 /* ctxguard's own non-blocking stream in ctx (current), created once. */
 CUresult cg_stream_owned(CUcontext ctx, CUstream *out);
-void cg_streams_forget(CUcontext ctx);
 
 /* Pooled events of ctx (shim/events.c); ctx is current for a take. */
 CUresult cg_event_take(CUcontext ctx, CUevent *out);
 void cg_event_give(CUcontext ctx, CUevent e);
-void cg_events_forget(CUcontext ctx);
 
 /* A buffer of at least bytes zeros in ctx (current), made once per size
  * class (shim/zeros.c). */
 CUresult cg_zeros(CUcontext ctx, size_t bytes, CUdeviceptr *out);
-void cg_zeros_forget(CUcontext ctx);
-void cg_zeros_reset(void);
 
 /* Re-homing (shim/rehome.c). */
 /* At load: keeps what it takes to load the module again elsewhere (its
@@ -71,6 +89,7 @@ void cg_zeros_reset(void);
 void cg_rehome_keep(uintptr_t module, const char *path, const void *image);
 void cg_rehome_drop(uintptr_t module);
 void cg_rehome_forget(CUcontext ctx);
+void cg_rehome_reset(void);
 /* fn's twin in ctx (current): loaded once, attributes replayed; NULL with
  * why filled when it cannot be made. */
 CUfunction cg_rehome_function(const struct cg_fn *fn, CUcontext ctx, char *why, size_t n);

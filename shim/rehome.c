@@ -116,7 +116,7 @@ void cg_rehome_forget(CUcontext ctx)
 	pthread_mutex_unlock(&lock);
 }
 
-/* In a forked child (see cg_streams_reset): the registries start empty. */
+/* In a forked child (see cg_ctx_state_reset): the registries start empty. */
 void cg_rehome_reset(void)
 {
 	pthread_mutex_init(&lock, NULL);
