@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <link.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,36 +21,45 @@
 _Thread_local unsigned char cg_hooked_call CG_TLS;
 _Thread_local unsigned char cg_backstop_checking CG_TLS;
 
-/* LEGACY: cuLaunch, cuLaunchGrid (NULL stream); LEGACY_ASYNC: cuLaunchGridAsync. */
-enum shape { LAUNCH, LAUNCH_EX, COOP, MULTI, LEGACY, LEGACY_ASYNC, GRAPH };
-
-/* The _ptsz forms share their base form's parameter layout. */
-_Static_assert(sizeof(cuLaunchKernel_params) == sizeof(cuLaunchKernel_ptsz_params), "layout");
-_Static_assert(sizeof(cuLaunchKernelEx_params) == sizeof(cuLaunchKernelEx_ptsz_params), "layout");
-_Static_assert(sizeof(cuLaunchCooperativeKernel_params) ==
-		       sizeof(cuLaunchCooperativeKernel_ptsz_params), "layout");
-_Static_assert(sizeof(cuGraphLaunch_params) == sizeof(cuGraphLaunch_ptsz_params), "layout");
-
-#define W(name, shape) {CUPTI_DRIVER_TRACE_CBID_##name, #name, shape}
+/* Where each watched API's cu*_params struct (generated_cuda_meta.h) holds
+ * the function, stream, kernelParams and extra: offsets into that API's own
+ * struct, NONE where it has no such field.  CONFIG: the stream is
+ * config->hStream.  MULTI and GRAPH are read by hand. */
+enum shape { PLAIN, CONFIG, MULTI, GRAPH };
+enum { NONE = -1 };
+#define AT(name, member) ((short)offsetof(name##_params, member))
+#define ROW(name, shape, stream, kp, extra) \
+	{CUPTI_DRIVER_TRACE_CBID_##name, #name, shape, AT(name, f), stream, kp, extra}
+#define LAUNCH(name) ROW(name, PLAIN, AT(name, hStream), AT(name, kernelParams), AT(name, extra))
+#define LAUNCH_EX(name) ROW(name, CONFIG, AT(name, config), AT(name, kernelParams), AT(name, extra))
+#define COOP(name) ROW(name, PLAIN, AT(name, hStream), AT(name, kernelParams), NONE)
+#define OTHER(name, shape) {CUPTI_DRIVER_TRACE_CBID_##name, #name, shape, NONE, NONE, NONE, NONE}
 static const struct watch {
 	CUpti_CallbackId cbid;
 	const char *api;
 	enum shape shape;
+	short f, stream, params, extra;
 } watched[] = {
-	W(cuLaunchKernel, LAUNCH),
-	W(cuLaunchKernel_ptsz, LAUNCH),
-	W(cuLaunchKernelEx, LAUNCH_EX),
-	W(cuLaunchKernelEx_ptsz, LAUNCH_EX),
-	W(cuLaunchCooperativeKernel, COOP),
-	W(cuLaunchCooperativeKernel_ptsz, COOP),
-	W(cuLaunchCooperativeKernelMultiDevice, MULTI),
-	W(cuLaunch, LEGACY),
-	W(cuLaunchGrid, LEGACY),
-	W(cuLaunchGridAsync, LEGACY_ASYNC),
-	W(cuGraphLaunch, GRAPH),
-	W(cuGraphLaunch_ptsz, GRAPH),
+	LAUNCH(cuLaunchKernel),
+	LAUNCH(cuLaunchKernel_ptsz),
+	LAUNCH_EX(cuLaunchKernelEx),
+	LAUNCH_EX(cuLaunchKernelEx_ptsz),
+	COOP(cuLaunchCooperativeKernel),
+	COOP(cuLaunchCooperativeKernel_ptsz),
+	OTHER(cuLaunchCooperativeKernelMultiDevice, MULTI),
+	/* parameters set by cuParamSet*, which the hooks do not read either */
+	ROW(cuLaunch, PLAIN, NONE, NONE, NONE),
+	ROW(cuLaunchGrid, PLAIN, NONE, NONE, NONE),
+	ROW(cuLaunchGridAsync, PLAIN, AT(cuLaunchGridAsync, hStream), NONE, NONE),
+	OTHER(cuGraphLaunch, GRAPH),
+	OTHER(cuGraphLaunch_ptsz, GRAPH),
 };
-#undef W
+#undef OTHER
+#undef COOP
+#undef LAUNCH_EX
+#undef LAUNCH
+#undef ROW
+#undef AT
 #define NWATCHED (sizeof watched / sizeof watched[0])
 
 /* CUPTI's functions, from the libcupti the backstop loaded. */
@@ -132,61 +142,41 @@ static const char *kernel_name(CUfunction f)
 	return name ? name : "<unknown kernel>";
 }
 
+/* A pointer-sized field of a cu*_params struct, NULL for NONE. */
+static void *field(const void *params, short at)
+{
+	void *v = NULL;
+	if (at != NONE)
+		memcpy(&v, (const char *)params + at, sizeof v);
+	return v;
+}
+
 /* A launch past the hooks: the hooks' own check, kinds (a) and (b). */
 static void unhooked(const struct watch *w, const void *params)
 {
 	cg_count(CG_C_UNHOOKED);
 	int first = atomic_load_explicit(&nnoted, memory_order_relaxed) < NOTED;
 	cg_backstop_checking = 1;
-	switch (w->shape) {
-	case LAUNCH: {
-		const cuLaunchKernel_params *p = params;
-		if (first)
-			note(w->api, kernel_name(p->f));
-		cg_check_launch(w->api, p->f, NULL, p->hStream, p->kernelParams, p->extra);
-		break;
-	}
-	case LAUNCH_EX: {
-		const cuLaunchKernelEx_params *p = params;
-		if (first)
-			note(w->api, kernel_name(p->f));
-		cg_check_launch(w->api, p->f, NULL, p->config ? p->config->hStream : NULL,
-				p->kernelParams, p->extra);
-		break;
-	}
-	case COOP: {
-		const cuLaunchCooperativeKernel_params *p = params;
-		if (first)
-			note(w->api, kernel_name(p->f));
-		cg_check_launch(w->api, p->f, NULL, p->hStream, p->kernelParams, NULL);
-		break;
-	}
-	case MULTI: {
+	if (w->shape == MULTI) {
 		const cuLaunchCooperativeKernelMultiDevice_params *p = params;
 		if (first)
 			note(w->api, p->launchParamsList && p->numDevices
 					     ? kernel_name(p->launchParamsList[0].function)
 					     : "<no launch>");
 		cg_check_each(w->api, p->launchParamsList, p->numDevices);
-		break;
-	}
-	case LEGACY:
-	case LEGACY_ASYNC: {
-		/* The function comes first in all three; parameters were set
-		 * by cuParamSet*, which the hooks do not read either. */
-		const cuLaunchGridAsync_params *p = params;
-		if (first)
-			note(w->api, kernel_name(p->f));
-		cg_check_launch(w->api, p->f, NULL, w->shape == LEGACY_ASYNC ? p->hStream : NULL,
-				NULL, NULL);
-		break;
-	}
-	case GRAPH:
+	} else if (w->shape == GRAPH) {
 		/* An executable graph's nodes cannot be read back: they were
 		 * checked when set, if that came through the hooks. */
 		if (first)
 			note(w->api, "<graph>");
-		break;
+	} else {
+		CUfunction f = field(params, w->f);
+		void *s = field(params, w->stream);
+		if (w->shape == CONFIG && s)
+			s = ((const CUlaunchConfig *)s)->hStream;
+		if (first)
+			note(w->api, kernel_name(f));
+		cg_check_launch(w->api, f, NULL, s, field(params, w->params), field(params, w->extra));
 	}
 	cg_backstop_checking = 0;
 }
