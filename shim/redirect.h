@@ -84,8 +84,9 @@ void cg_event_give(CUcontext ctx, CUevent e);
 CUresult cg_zeros(CUcontext ctx, size_t bytes, CUdeviceptr *out);
 
 /* Re-homing (shim/rehome.c). */
-/* At load: keeps what it takes to load the module again elsewhere (its
- * path, or a copy of an in-memory image) when the policy can redirect. */
+/* At load: keeps a copy of an in-memory image, which it takes to load the
+ * module again elsewhere, when the policy can redirect (a file is loaded
+ * again from the registry's path). */
 void cg_rehome_keep(uintptr_t module, const char *path, const void *image);
 void cg_rehome_drop(uintptr_t module);
 void cg_rehome_forget(CUcontext ctx);

@@ -1,8 +1,9 @@
 /* Re-homing: the same kernel, made in another context.  A function of a
  * library (DeepGEMM's cuLibraryLoadFromFile + cuKernelGetFunction) is
  * fetched again there from its CUkernel; a module is loaded again from its
- * file or from the copy of its image kept at load (only while the policy
- * can redirect: the copy costs the image's size); a CUkernel launched as a
+ * file (the registry's path) or from the copy of an in-memory image kept at
+ * load (only while the policy can redirect: the copy costs the image's
+ * size); a CUkernel launched as a
  * function runs anywhere already.  The attributes the program set on the
  * original (cuFuncSetAttribute, cuKernelSetAttribute: recorded here) are
  * replayed on the twin.  Twins are made once per context and kept. */
@@ -15,10 +16,9 @@
 
 enum { NATTR = CU_FUNC_ATTRIBUTE_MAX };
 
-/* An image to load again: its file, or its bytes. */
+/* An in-memory image to load again. */
 struct kept {
 	uintptr_t module;
-	char *path;
 	void *bytes;
 	struct kept *next;
 };
@@ -48,24 +48,19 @@ static struct twin *twins;
 
 void cg_rehome_keep(uintptr_t module, const char *path, const void *image)
 {
-	if (!module || (!path && !image) || !cg_policy_redirects(cg_policy))
+	if (!module || path || !image || !cg_policy_redirects(cg_policy))
 		return;
 	struct kept *k = calloc(1, sizeof *k);
 	if (!k)
 		return;
 	k->module = module;
-	if (path) {
-		k->path = strdup(path);
-	} else {
-		/* One byte more: text images are loaded as NUL-terminated. */
-		size_t n = cg_image_span(&image);
-		if ((k->bytes = calloc(1, n + 1)))
-			memcpy(k->bytes, image, n);
-	}
-	if (!k->path && !k->bytes) {
+	/* One byte more: text images are loaded as NUL-terminated. */
+	size_t n = cg_image_span(&image);
+	if (!(k->bytes = calloc(1, n + 1))) {
 		free(k);
 		return;
 	}
+	memcpy(k->bytes, image, n);
 	pthread_mutex_lock(&lock);
 	k->next = kept;
 	kept = k;
@@ -99,7 +94,6 @@ void cg_rehome_drop(uintptr_t module)
 			continue;
 		}
 		*q = k->next;
-		free(k->path);
 		free(k->bytes);
 		free(k);
 	}
@@ -123,7 +117,6 @@ void cg_rehome_reset(void)
 	while (kept) {
 		struct kept *k = kept;
 		kept = k->next;
-		free(k->path);
 		free(k->bytes);
 		free(k);
 	}
@@ -192,12 +185,11 @@ static CUresult make(const struct cg_fn *fn, CUfunction *f, char *why, size_t n)
 				 fn->name, (int)rc);
 		return rc;
 	}
-	char *path = NULL;
+	const char *path = m->path; /* the registry keeps it for good */
 	void *bytes = NULL;
 	pthread_mutex_lock(&lock);
-	for (const struct kept *k = kept; k; k = k->next)
+	for (const struct kept *k = kept; k && !path; k = k->next)
 		if (k->module == m->handle) {
-			path = k->path ? strdup(k->path) : NULL;
 			bytes = k->bytes; /* lives until the original is unloaded */
 			break;
 		}
@@ -210,7 +202,6 @@ static CUresult make(const struct cg_fn *fn, CUfunction *f, char *why, size_t n)
 	CUmodule mod;
 	rc = path ? CG_REAL_SYM(cuModuleLoad, cuModuleLoad)(&mod, path)
 		  : CG_REAL_SYM(cuModuleLoadData, cuModuleLoadData)(&mod, bytes);
-	free(path);
 	if (rc != CUDA_SUCCESS) {
 		snprintf(why, n, "image not re-loadable: loading it into the target context failed "
 			 "(error %d)", (int)rc);

@@ -367,6 +367,34 @@ START_TEST(helper_is_rehomed_with_its_attributes)
 }
 END_TEST
 
+/* A module loaded from a file is loaded again from that file. */
+START_TEST(file_module_is_rehomed)
+{
+	char path[] = "/tmp/ctxguard-rehome-XXXXXX";
+	int fd = mkstemp(path);
+	ck_assert_int_ge(fd, 0);
+	static const char text[] = "//ctxguard-fake-image\n.kernel " HELPER " 8,8,4\n";
+	ck_assert_int_eq(write(fd, text, sizeof text - 1), (ssize_t)(sizeof text - 1));
+	close(fd);
+	CUmodule mod;
+	CUfunction f;
+	ck_assert_int_eq(cuCtxSetCurrent(ctx[0]), CUDA_SUCCESS);
+	ck_assert_int_eq(cuModuleLoad(&mod, path), CUDA_SUCCESS);
+	ck_assert_int_eq(cuModuleGetFunction(&f, mod, HELPER), CUDA_SUCCESS);
+	fake_trace_start();
+	unsigned mn = 128;
+	void *params[] = {&a, &d, &mn};
+	CUresult rc = cuLaunchKernel(f, 4, 1, 1, 128, 1, 1, 0, stream[0], params, NULL);
+	unlink(path);
+	ck_assert_int_eq(rc, CUDA_SUCCESS);
+	size_t n = fake_trace(trace, 4096);
+	ck_assert(find(n, 0, "cuModuleLoad", ctx[1], NULL, NULL) < n);
+	size_t run = find(n, 0, "launch", ctx[1], NULL, NULL);
+	ck_assert_msg(run < n, "not launched on device 1");
+	ck_assert_str_eq(trace[run].kernel, HELPER);
+}
+END_TEST
+
 /* A twin made in a context the program destroys is not handed out for the
  * next context that gets the same handle (kind (a), operands on the launch
  * device: the twin is made in the launch context). */
@@ -723,6 +751,7 @@ int main(void)
 	tcase_add_test(t, helper_is_rehomed_with_its_attributes);
 	tcase_add_test(t, library_function_is_rehomed);
 	tcase_add_test(t, destroyed_context_forgets_its_twins);
+	tcase_add_test(t, file_module_is_rehomed);
 	tcase_add_test(t, destroyed_stream_is_dropped);
 	tcase_add_test_raise_signal(t, impossible_redirect_aborts_by_default, SIGABRT);
 	suite_add_tcase(s, t);
