@@ -91,6 +91,21 @@ static CUresult cross(void)
 	return cuLaunchKernel(fn0, 1, 1, 1, 32, 1, 1, 0, NULL, params, NULL);
 }
 
+/* Child bodies for spawn_fn: one or two crossings under warn. */
+static void one_launch(void)
+{
+	setup("warn");
+	cross();
+}
+
+static void two_launches(void)
+{
+	one_launch();
+	cross();
+}
+
+static struct run r;
+
 /* The line of text holding `event`, copied; NULL if none. */
 static char *record(const char *text, const char *event)
 {
@@ -134,15 +149,8 @@ START_TEST(every_record_carries_the_job)
 		setenv(job_env[i][0], v, 1);
 	}
 	log_to(".jsonl");
-	pid_t child = fork();
-	if (child == 0) {
-		setup("warn");
-		cross();
-		exit(0);
-	}
-	int st;
-	waitpid(child, &st, 0);
-	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %#x", st);
+	pid_t child = spawn_fn(&r, one_launch);
+	ck_assert_msg(exited(&r, 0), "status %#x\n%s", r.status, r.err);
 	char *text = slurp(log_path);
 	unlink(log_path);
 	static const char *const events[] = {"start", "crossing", "summary"};
@@ -254,15 +262,7 @@ START_TEST(metrics_file_at_exit)
 	snprintf(tpl, sizeof tpl, "/tmp/ctxguard-fleet-%d.%%r.prom", (int)getpid());
 	snprintf(path, sizeof path, "/tmp/ctxguard-fleet-%d.2.prom", (int)getpid());
 	setenv("CTXGUARD_METRICS", tpl, 1);
-	pid_t child = fork();
-	if (child == 0) {
-		setup("warn");
-		cross();
-		cross();
-		exit(0);
-	}
-	int st;
-	waitpid(child, &st, 0);
+	pid_t child = spawn_fn(&r, two_launches);
 	char *text = slurp(path);
 	unlink(path);
 	char want[256];
@@ -318,25 +318,12 @@ START_TEST(fork_child_reads_its_identity)
 }
 END_TEST
 
-/* Runs `what` in a child whose stderr goes to a file; returns that text. */
-static char *child_stderr(void (*what)(void))
+/* Runs `what` in a child; returns its stderr. */
+static const char *child_stderr(void (*what)(void))
 {
-	char path[128];
-	snprintf(path, sizeof path, "/tmp/ctxguard-fleet-%d.err", (int)getpid());
-	pid_t child = fork();
-	if (child == 0) {
-		if (!freopen(path, "w", stderr))
-			_exit(20);
-		unsetenv("CTXGUARD_QUIET");
-		what();
-		exit(0);
-	}
-	int st;
-	waitpid(child, &st, 0);
-	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %#x", st);
-	char *text = slurp(path);
-	unlink(path);
-	return text;
+	spawn_fn(&r, what);
+	ck_assert_msg(exited(&r, 0), "status %#x\n%s", r.status, r.err);
+	return r.err;
 }
 
 /* The driver in use (the shim started), but no module and no launch. */
@@ -349,11 +336,6 @@ static void driver_only(void)
 		exit(21);
 }
 
-static void one_launch(void)
-{
-	setup("warn");
-	cross();
-}
 
 /* A process that loaded no module and launched nothing prints nothing at
  * exit; one that did says so in the right number. */
@@ -361,7 +343,7 @@ START_TEST(silent_unless_something_happened)
 {
 	unset_job();
 	log_to(".jsonl");
-	char *err = child_stderr(driver_only);
+	const char *err = child_stderr(driver_only);
 	ck_assert_msg(!err || !*err, "a process that did nothing printed:\n%s", err);
 	char *text = slurp(log_path);
 	unlink(log_path);
@@ -382,7 +364,6 @@ START_TEST(command_log_and_metrics_flags)
 	const char *argv[] = {"ctxguard", "--mode", "warn", "--log", log, "--metrics", metrics,
 			      "--", prog, "dlsym", "data", "launch", "cross", NULL};
 	const char *env[] = {preload_without_shim(), "RANK=1", NULL};
-	struct run r;
 	spawn(&r, env, argv);
 	ck_assert_msg(WIFEXITED(r.status), "status %#x\n%s", r.status, r.err);
 	gethostname(host, sizeof host);

@@ -341,6 +341,16 @@ START_TEST(silent_crossing_is_stopped_before_it_runs)
 }
 END_TEST
 
+/* A child's launch with all four operands on device 1. */
+static void four_operands_across(void)
+{
+	setup();
+	CUdeviceptr other = dev_alloc(1);
+	CUtensorMap t = tmap_over(other);
+	fake_reset();
+	launch(other, other + 64, &t, &t);
+}
+
 /* One launch with all four operands on device 1 is one crossing under
  * every action: one report listing the four, one record, counted once. */
 START_TEST(one_report_per_launch)
@@ -348,29 +358,15 @@ START_TEST(one_report_per_launch)
 	static const char *const modes[] = {"warn", "error", "abort"};
 	static const char *const verdict[] = {"allowed (warn)", "refused (error",
 					      "stopped (abort)"};
-	char log[128], err[128];
+	static struct run r;
+	char log[128];
 	snprintf(log, sizeof log, "/tmp/ctxguard-check-%d.jsonl", (int)getpid());
-	snprintf(err, sizeof err, "/tmp/ctxguard-check-%d.err", (int)getpid());
 	setenv("CTXGUARD_LOG", log, 1);
 	setenv("CTXGUARD_MODE", modes[_i], 1);
-	pid_t child = fork();
-	if (child == 0) {
-		if (!freopen(err, "w", stderr))
-			_exit(20);
-		unsetenv("CTXGUARD_QUIET");
-		setup();
-		CUdeviceptr other = dev_alloc(1);
-		CUtensorMap t = tmap_over(other);
-		fake_reset();
-		launch(other, other + 64, &t, &t);
-		exit(0);
-	}
-	int st;
-	waitpid(child, &st, 0);
-	ck_assert_msg(_i == 2 ? WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT : WIFEXITED(st),
-		      "status %#x", st);
-	char *text = slurp(err);
-	unlink(err);
+	spawn_fn(&r, four_operands_across);
+	ck_assert_msg(_i == 2 ? killed_by(&r, SIGABRT) : WIFEXITED(r.status), "status %#x",
+		      r.status);
+	const char *text = r.err;
 	ck_assert_msg(count_of(text, "ctxguard: cross-context launch ") == 1 &&
 		      strstr(text, verdict[_i]) &&
 		      strstr(text, "): 4 operands live on another device\n") &&

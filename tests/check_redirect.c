@@ -21,6 +21,7 @@
 #include "../policy/policy.h"
 #include "fake/fake_api.h"
 #include "suite.h"
+#include "spawn.h"
 
 /* Real instantiations (nvcc -arch=sm_90a, the template shapes of DESIGN.md). */
 #define GEMM_BF16 "_ZN9deep_gemm19sm90_bf16_gemm_implILN4cute4UMMA5MajorE0ELS3_0ELj0ELj0ELj0ELj2ELj128ELj128ELj64ELj128ELj128ELj128ELj5ELj128ELj256ELj1ELb1ELj132ELNS_8GemmTypeE1ELb0EN7cutlass10bfloat16_tEEEvPijjj14CUtensorMap_stS8_S8_"
@@ -583,48 +584,32 @@ START_TEST(threads_redirect_on_two_devices)
 }
 END_TEST
 
+/* The child of log_record_and_summary: three redirected helper launches. */
+static void three_redirects(void)
+{
+	setup_mode("abort");
+	for (int i = 0; i < 3; i++)
+		if (launch_helper(ctx[0], stream[0], a, d) != CUDA_SUCCESS)
+			_exit(3);
+}
+
 /* Every redirect is a log record; the summary counts them. */
 START_TEST(log_record_and_summary)
 {
+	static struct run r;
 	char log[] = "/tmp/ctxguard-redirect-XXXXXX";
 	int fd = mkstemp(log);
 	ck_assert_int_ge(fd, 0);
 	close(fd);
 	setenv("CTXGUARD_LOG", log, 1);
-	unsetenv("CTXGUARD_QUIET");
-	char errfile[] = "/tmp/ctxguard-redirect-err-XXXXXX";
-	int efd = mkstemp(errfile);
-	pid_t pid = fork();
-	if (pid == 0) {
-		dup2(efd, 2);
-		setup_mode("abort");
-		for (int i = 0; i < 3; i++)
-			if (launch_helper(ctx[0], stream[0], a, d) != CUDA_SUCCESS)
-				_exit(3);
-		exit(0);
-	}
-	int status;
-	waitpid(pid, &status, 0);
-	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-	char text[65536];
-	FILE *f = fopen(log, "r");
-	size_t n = fread(text, 1, sizeof text - 1, f);
-	text[n] = 0;
-	fclose(f);
-	int records = 0;
-	for (const char *p = text; (p = strstr(p, "\"action\":\"redirect\"")); p++)
-		records++;
-	ck_assert_int_eq(records, 3);
+	spawn_fn(&r, three_redirects);
+	ck_assert_msg(exited(&r, 0), "status %#x\n%s", r.status, r.err);
+	char *text = slurp(log);
+	unlink(log);
+	ck_assert_int_eq(count_of(text, "\"action\":\"redirect\""), 3);
 	ck_assert_ptr_nonnull(strstr(text, "\"redirect_dev\":1,\"redirect_via\":\"re-homed\""));
 	ck_assert_ptr_nonnull(strstr(text, "\"redirect\":3}"));
-	f = fdopen(efd, "r");
-	rewind(f);
-	n = fread(text, 1, sizeof text - 1, f);
-	text[n] = 0;
-	fclose(f);
-	ck_assert_msg(strstr(text, "redirect 3)"), "%s", text);
-	unlink(log);
-	unlink(errfile);
+	ck_assert_msg(strstr(r.err, "redirect 3)"), "%s", r.err);
 }
 END_TEST
 

@@ -24,47 +24,11 @@ static inline const char *build_dir(void)
 	return b ? b : "build";
 }
 
-/* argv[0] relative to the build directory ("tests/progs/scenario", or
- * "ctxguard"); env entries "NAME=value" are added, "NAME" alone removed.
- * The shim is preloaded unless an env entry sets LD_PRELOAD itself. */
-static inline void spawn(struct run *r, const char *const *env, const char *const *argv)
+/* The child's stdout and stderr into r until both close, then its status. */
+static inline void collect(struct run *r, int out_fd, int err_fd, pid_t pid)
 {
-	int po[2], pe[2];
-	memset(r, 0, sizeof *r);
-	if (pipe(po) || pipe(pe))
-		abort();
-	pid_t pid = fork();
-	if (pid == 0) {
-		dup2(po[1], 1);
-		dup2(pe[1], 2);
-		close(po[0]);
-		close(pe[0]);
-		const char *pre = getenv("CTXGUARD_TEST_PRELOAD");
-		if (pre)
-			setenv("LD_PRELOAD", pre, 1);
-		unsetenv("CTXGUARD_QUIET");
-		for (size_t i = 0; env && env[i]; i++) {
-			const char *eq = strchr(env[i], '=');
-			if (!eq) {
-				unsetenv(env[i]);
-				continue;
-			}
-			char name[256];
-			snprintf(name, sizeof name, "%.*s", (int)(eq - env[i]), env[i]);
-			setenv(name, eq + 1, 1);
-		}
-		char path[4096];
-		if (argv[0][0] == '/')
-			snprintf(path, sizeof path, "%s", argv[0]);
-		else
-			snprintf(path, sizeof path, "%s/%s", build_dir(), argv[0]);
-		execv(path, (char *const *)argv);
-		_exit(127);
-	}
-	close(po[1]);
-	close(pe[1]);
 	size_t no = 0, ne = 0;
-	struct pollfd fds[2] = {{po[0], POLLIN, 0}, {pe[0], POLLIN, 0}};
+	struct pollfd fds[2] = {{out_fd, POLLIN, 0}, {err_fd, POLLIN, 0}};
 	int open_fds = 2;
 	while (open_fds) {
 		if (poll(fds, 2, -1) < 0 && errno == EINTR)
@@ -91,6 +55,74 @@ static inline void spawn(struct run *r, const char *const *env, const char *cons
 	r->err[ne] = 0;
 	while (waitpid(pid, &r->status, 0) < 0 && errno == EINTR)
 		;
+}
+
+/* A child with its stdout and stderr piped: returns 0 in the child (the
+ * shim's reports not quieted), its pid in the parent after collect(). */
+static inline pid_t fork_collected(struct run *r, int po[2], int pe[2])
+{
+	memset(r, 0, sizeof *r);
+	if (pipe(po) || pipe(pe))
+		abort();
+	pid_t pid = fork();
+	if (pid == 0) {
+		dup2(po[1], 1);
+		dup2(pe[1], 2);
+		close(po[0]);
+		close(pe[0]);
+		unsetenv("CTXGUARD_QUIET");
+	}
+	return pid;
+}
+
+/* argv[0] relative to the build directory ("tests/progs/scenario", or
+ * "ctxguard"); env entries "NAME=value" are added, "NAME" alone removed.
+ * The shim is preloaded unless an env entry sets LD_PRELOAD itself. */
+static inline void spawn(struct run *r, const char *const *env, const char *const *argv)
+{
+	int po[2], pe[2];
+	pid_t pid = fork_collected(r, po, pe);
+	if (pid == 0) {
+		const char *pre = getenv("CTXGUARD_TEST_PRELOAD");
+		if (pre)
+			setenv("LD_PRELOAD", pre, 1);
+		for (size_t i = 0; env && env[i]; i++) {
+			const char *eq = strchr(env[i], '=');
+			if (!eq) {
+				unsetenv(env[i]);
+				continue;
+			}
+			char name[256];
+			snprintf(name, sizeof name, "%.*s", (int)(eq - env[i]), env[i]);
+			setenv(name, eq + 1, 1);
+		}
+		char path[4096];
+		if (argv[0][0] == '/')
+			snprintf(path, sizeof path, "%s", argv[0]);
+		else
+			snprintf(path, sizeof path, "%s/%s", build_dir(), argv[0]);
+		execv(path, (char *const *)argv);
+		_exit(127);
+	}
+	close(po[1]);
+	close(pe[1]);
+	collect(r, po[0], pe[0], pid);
+}
+
+/* fn() in a forked child of this test, which then exits 0; its output in
+ * r.  Returns the child's pid. */
+static inline pid_t spawn_fn(struct run *r, void (*fn)(void))
+{
+	int po[2], pe[2];
+	pid_t pid = fork_collected(r, po, pe);
+	if (pid == 0) {
+		fn();
+		exit(0);
+	}
+	close(po[1]);
+	close(pe[1]);
+	collect(r, po[0], pe[0], pid);
+	return pid;
 }
 
 /* The library the suite runs against (run.sh: the build's, or an installed
