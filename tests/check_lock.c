@@ -13,8 +13,9 @@
 #include "policy_dump.h"
 #include "suite.h"
 #include "spawn.h"
+#include "tmpdir.h"
 
-static char dir[64], sys_locked[128], sys_open[128], user_file[128];
+static char sys_locked[128], sys_open[128], user_file[128];
 
 #define SYSTEM_SETTINGS \
 	"mode = error\n" \
@@ -25,30 +26,14 @@ static char dir[64], sys_locked[128], sys_open[128], user_file[128];
 	"[rule sys]\n" \
 	"kernel = sys_*\n"
 
-static void write_to(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "w");
-	ck_assert_ptr_nonnull(f);
-	ck_assert_int_ge(fputs(text, f), 0);
-	ck_assert_int_eq(fclose(f), 0);
-}
-
 static void setup(void)
 {
-	strcpy(dir, "/tmp/check_lock.XXXXXX");
-	ck_assert_ptr_nonnull(mkdtemp(dir));
-	snprintf(sys_locked, sizeof sys_locked, "%s/locked.conf", dir);
-	snprintf(sys_open, sizeof sys_open, "%s/open.conf", dir);
-	snprintf(user_file, sizeof user_file, "%s/user.conf", dir);
-	write_to(sys_locked, "lock = on\n" SYSTEM_SETTINGS);
-	write_to(sys_open, SYSTEM_SETTINGS);
-}
-
-static void teardown(void)
-{
-	char cmd[128];
-	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-	ck_assert_int_eq(system(cmd), 0);
+	tmpdir_make("check_lock");
+	snprintf(sys_locked, sizeof sys_locked, "%s", in_tmpdir("locked.conf"));
+	snprintf(sys_open, sizeof sys_open, "%s", in_tmpdir("open.conf"));
+	snprintf(user_file, sizeof user_file, "%s", in_tmpdir("user.conf"));
+	write_to(sys_locked, "lock = on\n" SYSTEM_SETTINGS, 0);
+	write_to(sys_open, SYSTEM_SETTINGS, 0);
 }
 
 /* One attempt to loosen a setting, by every way there is for it. */
@@ -116,7 +101,7 @@ static char *load_by(const struct loosen *c, enum way way, const char *system)
 			return NULL;
 		env[0] = (char *)c->env;
 	} else {
-		write_to(user_file, c->file);
+		write_to(user_file, c->file, 0);
 		env[0] = user_env;
 	}
 	struct cg_policy p;
@@ -237,7 +222,7 @@ START_TEST(action_order)
 		for (int u = 0; u < NELEMS(order); u++) {
 			char sys[256], env[64];
 			snprintf(sys, sizeof sys, "lock = on\nmode = %s\n", order[s]);
-			write_to(sys_locked, sys);
+			write_to(sys_locked, sys, 0);
 			snprintf(env, sizeof env, "CTXGUARD_MODE=%s", order[u]);
 			char *envp[] = {env, NULL};
 			struct cg_policy p;
@@ -256,7 +241,7 @@ START_TEST(many_refusals_counted)
 	for (int i = 0; i < CG_POLICY_MAX_ERRORS + 4; i++)
 		snprintf(text + strlen(text), sizeof text - strlen(text),
 			 "[rule r%d]\nkernel = k%d\naction = off\n", i, i);
-	write_to(user_file, text);
+	write_to(user_file, text, 0);
 	snprintf(user_env, sizeof user_env, "CTXGUARD_POLICY=%s", user_file);
 	char *env[] = {user_env, NULL};
 	struct cg_policy p;
@@ -278,7 +263,7 @@ static void write_system(const char *text)
 	snprintf(cmd, sizeof cmd, "mkdir -p '%s'", path);
 	ck_assert_int_eq(system(cmd), 0);
 	strcat(path, "/policy.conf");
-	write_to(path, text);
+	write_to(path, text, 0);
 }
 
 static const char *locked_library(void)
@@ -298,14 +283,6 @@ static const char *locked_preload(void)
 	return env;
 }
 
-static char path_buf[4][256];
-
-static const char *in_dir(int slot, const char *name)
-{
-	snprintf(path_buf[slot], sizeof path_buf[slot], "%s/%s", dir, name);
-	return path_buf[slot];
-}
-
 static void clear_system(void)
 {
 	char path[4096];
@@ -319,8 +296,8 @@ START_TEST(shim_locked)
 	static struct run r;
 	char system_conf[512], log_env[300];
 	snprintf(system_conf, sizeof system_conf, "lock = on\nlog = %s\n",
-		 in_dir(0, "system.jsonl"));
-	snprintf(log_env, sizeof log_env, "CTXGUARD_LOG=%s", in_dir(1, "user.jsonl"));
+		 in_tmpdir("system.jsonl"));
+	snprintf(log_env, sizeof log_env, "CTXGUARD_LOG=%s", in_tmpdir("user.jsonl"));
 	const char *env[] = {locked_preload(), "CTXGUARD_MODE=off", "CTXGUARD_OPERANDS=off",
 			     "CTXGUARD_POLICY=none", "CTXGUARD_LIBCUDA=/nonexistent/libcuda.so.1",
 			     log_env, NULL};
@@ -341,10 +318,10 @@ START_TEST(shim_locked)
 	ck_assert_int_eq(count_of(r.err, " refused: "), NELEMS(refused));
 	ck_assert_int_eq(count_of(r.err, "/tests/etc/ctxguard/policy.conf is locked"),
 			 NELEMS(refused));
-	const char *log = slurp(path_buf[0]);
+	const char *log = slurp(in_tmpdir("system.jsonl"));
 	ck_assert_msg(log && count_of(log, "\"event\":\"lock_refused\"") == NELEMS(refused) &&
 		      strstr(log, "\"event\":\"crossing\""), "%s", log ? log : "no log");
-	ck_assert_msg(access(path_buf[1], F_OK) != 0, "CTXGUARD_LOG was opened");
+	ck_assert_msg(access(in_tmpdir("user.jsonl"), F_OK) != 0, "CTXGUARD_LOG was opened");
 }
 END_TEST
 
@@ -353,8 +330,8 @@ START_TEST(shim_unlocked)
 {
 	static struct run r;
 	char system_conf[512], log_env[300];
-	snprintf(system_conf, sizeof system_conf, "log = %s\n", in_dir(0, "system.jsonl"));
-	snprintf(log_env, sizeof log_env, "CTXGUARD_LOG=%s", in_dir(1, "user.jsonl"));
+	snprintf(system_conf, sizeof system_conf, "log = %s\n", in_tmpdir("system.jsonl"));
+	snprintf(log_env, sizeof log_env, "CTXGUARD_LOG=%s", in_tmpdir("user.jsonl"));
 	const char *env[] = {locked_preload(), "CTXGUARD_MODE=off", "CTXGUARD_OPERANDS=off",
 			     log_env, NULL};
 	const char *argv[] = {"tests/progs/scenario", "dlsym", "data", "launch", "cross", NULL};
@@ -365,8 +342,8 @@ START_TEST(shim_unlocked)
 	/* mode off: the launch went to the driver, which refused it */
 	ck_assert_msg(exited(&r, 3) && !strstr(r.err, "refused"), "status %#x\n%s%s", r.status,
 		      r.out, r.err);
-	ck_assert_msg(access(path_buf[1], F_OK) == 0, "CTXGUARD_LOG not honoured");
-	ck_assert_msg(access(path_buf[0], F_OK) != 0, "the system's log was used");
+	ck_assert_msg(access(in_tmpdir("user.jsonl"), F_OK) == 0, "CTXGUARD_LOG not honoured");
+	ck_assert_msg(access(in_tmpdir("system.jsonl"), F_OK) != 0, "the system's log was used");
 }
 END_TEST
 
@@ -376,11 +353,11 @@ START_TEST(shim_locked_command)
 	static struct run r;
 	char system_conf[512], lib_env[4200], prog[4096];
 	snprintf(system_conf, sizeof system_conf, "lock = on\nlog = %s\n",
-		 in_dir(0, "system.jsonl"));
+		 in_tmpdir("system.jsonl"));
 	snprintf(lib_env, sizeof lib_env, "CTXGUARD_LIBRARY=%s", locked_library());
 	snprintf(prog, sizeof prog, "%s/tests/progs/scenario", build_dir());
 	const char *env[] = {preload_without_shim(), lib_env, NULL};
-	const char *argv[] = {"ctxguard", "--mode", "off", "--log", in_dir(1, "cli.jsonl"),
+	const char *argv[] = {"ctxguard", "--mode", "off", "--log", in_tmpdir("cli.jsonl"),
 			      "--", prog, "dlsym", "data", "launch", "cross", NULL};
 
 	write_system(system_conf);
@@ -390,7 +367,7 @@ START_TEST(shim_locked_command)
 		      strstr(r.err, "mode = off (CTXGUARD_MODE) refused") &&
 		      strstr(r.err, "(CTXGUARD_LOG) refused"),
 		      "status %#x\n%s%s", r.status, r.out, r.err);
-	ck_assert_msg(access(path_buf[1], F_OK) != 0, "--log was honoured");
+	ck_assert_msg(access(in_tmpdir("cli.jsonl"), F_OK) != 0, "--log was honoured");
 }
 END_TEST
 
@@ -398,7 +375,7 @@ static Suite *suite(void)
 {
 	Suite *s = suite_create("lock");
 	TCase *tc = tcase_create("lock");
-	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_checked_fixture(tc, setup, tmpdir_remove);
 	tcase_add_loop_test(tc, loosen_matrix, 0, NELEMS(cases) * NWAYS * 2);
 	tcase_add_test(tc, tighten_accepted);
 	tcase_add_test(tc, user_file_adds);
@@ -408,7 +385,7 @@ static Suite *suite(void)
 	tcase_set_timeout(tc, 60);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("shim");
-	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_checked_fixture(tc, setup, tmpdir_remove);
 	tcase_add_test(tc, shim_locked);
 	tcase_add_test(tc, shim_unlocked);
 	tcase_add_test(tc, shim_locked_command);

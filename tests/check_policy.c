@@ -10,25 +10,11 @@
 #include <unistd.h>
 
 #include "../policy/policy.h"
+#include "tmpdir.h"
 
 #define ORIGIN "t.conf"
 
 /* ---- helpers ---------------------------------------------------------- */
-
-static char tmpdir[64];
-
-static void make_tmpdir(void)
-{
-	strcpy(tmpdir, "/tmp/check_policy.XXXXXX");
-	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-}
-
-static void remove_tmpdir(void)
-{
-	char cmd[128];
-	snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-	ck_assert_int_eq(system(cmd), 0);
-}
 
 /* Writes len bytes to tmpdir/name; returns the path (static storage). */
 static const char *write_file(const char *name, const void *data, size_t len)
@@ -419,7 +405,7 @@ END_TEST
 
 START_TEST(test_env_overrides_file)
 {
-	make_tmpdir();
+	tmpdir_make("check_policy");
 	const char *path = write_text("p.conf",
 		"mode = warn\nscope = all\nquiet = on\n"
 		"[rule own]\nkernel = own_*\n");
@@ -440,13 +426,13 @@ START_TEST(test_env_overrides_file)
 	ck_assert_str_eq(p.rules[0].name, "own");
 	ck_assert_str_eq(p.rules[1].name, "deepgemm");
 	cg_policy_free(&p);
-	remove_tmpdir();
+	tmpdir_remove();
 }
 END_TEST
 
 START_TEST(test_etc_file)
 {
-	make_tmpdir();
+	tmpdir_make("check_policy");
 	const char *etc = write_text("etc.conf", "mode = warn\n");
 	char *env[] = { "PATH=/bin", NULL };
 	struct cg_policy p;
@@ -477,7 +463,7 @@ START_TEST(test_etc_file)
 	assert_default_settings(&p);
 	ck_assert_uint_eq(p.nerrors, 0);
 	cg_policy_free(&p);
-	remove_tmpdir();
+	tmpdir_remove();
 }
 END_TEST
 
@@ -723,7 +709,7 @@ END_TEST
 
 START_TEST(test_file_sources_bad)
 {
-	make_tmpdir();
+	tmpdir_make("check_policy");
 	char var[256], want[512];
 	struct cg_policy p;
 
@@ -797,7 +783,7 @@ START_TEST(test_file_sources_bad)
 	ck_assert_str_eq(p.errors[0], want);
 	ck_assert_int_eq(p.mode, CG_ACT_WARN);
 	cg_policy_free(&p);
-	remove_tmpdir();
+	tmpdir_remove();
 }
 END_TEST
 
@@ -885,7 +871,7 @@ END_TEST
 
 START_TEST(test_match_defaults_order)
 {
-	make_tmpdir();
+	tmpdir_make("check_policy");
 	struct cg_policy p;
 	const char *dg = "_ZN9deep_gemm19sm90_bf16_gemm_implILj0EEEvPi";
 
@@ -922,7 +908,7 @@ START_TEST(test_match_defaults_order)
 	ck_assert_uint_eq(p.nrules, 1);
 	ck_assert_str_eq(p.rules[0].name, "deepgemm");
 	cg_policy_free(&p);
-	remove_tmpdir();
+	tmpdir_remove();
 }
 END_TEST
 

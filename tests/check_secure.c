@@ -15,44 +15,17 @@
 #include "../policy/policy.h"
 #include "suite.h"
 #include "spawn.h"
+#include "tmpdir.h"
 
 #define NOBODY "65534"
 #define SECRET "SECRET-7f3a-LINE"
 
-static char dir[64];
 static struct run r;
 
 static void setup(void)
 {
-	strcpy(dir, "/tmp/check_secure.XXXXXX");
-	ck_assert_ptr_nonnull(mkdtemp(dir));
-	ck_assert_int_eq(chmod(dir, 0755), 0);
-}
-
-static void teardown(void)
-{
-	char cmd[128];
-	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-	ck_assert_int_eq(system(cmd), 0);
-}
-
-/* dir/name, in one of a few static buffers. */
-static const char *at(const char *name)
-{
-	static char paths[8][256];
-	static int slot;
-	char *p = paths[slot++ % 8];
-	snprintf(p, 256, "%s/%s", dir, name);
-	return p;
-}
-
-static void write_to(const char *path, const char *text, mode_t mode)
-{
-	FILE *f = fopen(path, "w");
-	ck_assert_ptr_nonnull(f);
-	ck_assert_int_ge(fputs(text, f), 0);
-	ck_assert_int_eq(fclose(f), 0);
-	ck_assert_int_eq(chmod(path, mode), 0);
+	tmpdir_make("check_secure");
+	ck_assert_int_eq(chmod(tmpdir, 0755), 0);
 }
 
 static void make_dir(const char *path, mode_t mode)
@@ -76,21 +49,21 @@ static void run_with_log(const char *log, const char *policy)
 
 START_TEST(log_symlink_refused)
 {
-	write_to(at("target"), "precious\n", 0644);
-	ck_assert_int_eq(symlink(at("target"), at("link")), 0);
-	run_with_log(at("link"), NULL);
+	write_to(in_tmpdir("target"), "precious\n", 0644);
+	ck_assert_int_eq(symlink(in_tmpdir("target"), in_tmpdir("link")), 0);
+	run_with_log(in_tmpdir("link"), NULL);
 	ck_assert_msg(strstr(r.err, "cannot open log") && strstr(r.err, "symbolic link"),
 		      "%s", r.err);
-	ck_assert_str_eq(slurp(at("target")), "precious\n");
+	ck_assert_str_eq(slurp(in_tmpdir("target")), "precious\n");
 }
 END_TEST
 
 START_TEST(log_world_writable_dir_refused)
 {
-	make_dir(at("ww"), 0777);
-	run_with_log(at("ww/cg.jsonl"), NULL);
+	make_dir(in_tmpdir("ww"), 0777);
+	run_with_log(in_tmpdir("ww/cg.jsonl"), NULL);
 	ck_assert_msg(strstr(r.err, "writable by everyone and not sticky"), "%s", r.err);
-	ck_assert_int_ne(access(at("ww/cg.jsonl"), F_OK), 0);
+	ck_assert_int_ne(access(in_tmpdir("ww/cg.jsonl"), F_OK), 0);
 }
 END_TEST
 
@@ -99,18 +72,18 @@ END_TEST
 START_TEST(log_sticky_new_file)
 {
 	struct stat st;
-	make_dir(at("st"), 01777);
-	run_with_log(at("st/cg.jsonl"), NULL);
+	make_dir(in_tmpdir("st"), 01777);
+	run_with_log(in_tmpdir("st/cg.jsonl"), NULL);
 	ck_assert_msg(!strstr(r.err, "cannot open log"), "%s", r.err);
-	ck_assert_int_eq(stat(at("st/cg.jsonl"), &st), 0);
+	ck_assert_int_eq(stat(in_tmpdir("st/cg.jsonl"), &st), 0);
 	ck_assert_uint_eq(st.st_mode & 07777, 0600);
-	ck_assert_msg(strstr(slurp(at("st/cg.jsonl")), "\"event\":\"start\""), "no start record");
+	ck_assert_msg(strstr(slurp(in_tmpdir("st/cg.jsonl")), "\"event\":\"start\""), "no start record");
 
-	write_to(at("group.conf"), "log_mode = 0640\n", 0644);
+	write_to(in_tmpdir("group.conf"), "log_mode = 0640\n", 0644);
 	mode_t old = umask(077);
-	run_with_log(at("st/group.jsonl"), at("group.conf"));
+	run_with_log(in_tmpdir("st/group.jsonl"), in_tmpdir("group.conf"));
 	umask(old);
-	ck_assert_int_eq(stat(at("st/group.jsonl"), &st), 0);
+	ck_assert_int_eq(stat(in_tmpdir("st/group.jsonl"), &st), 0);
 	ck_assert_uint_eq(st.st_mode & 07777, 0640);
 }
 END_TEST
@@ -118,12 +91,12 @@ END_TEST
 /* A second link to a file of ours could be anyone's file. */
 START_TEST(log_sticky_linked_refused)
 {
-	make_dir(at("st"), 01777);
-	write_to(at("st/mine.jsonl"), "", 0600);
-	ck_assert_int_eq(link(at("st/mine.jsonl"), at("st/other")), 0);
-	run_with_log(at("st/mine.jsonl"), NULL);
+	make_dir(in_tmpdir("st"), 01777);
+	write_to(in_tmpdir("st/mine.jsonl"), "", 0600);
+	ck_assert_int_eq(link(in_tmpdir("st/mine.jsonl"), in_tmpdir("st/other")), 0);
+	run_with_log(in_tmpdir("st/mine.jsonl"), NULL);
 	ck_assert_msg(strstr(r.err, "other links"), "%s", r.err);
-	ck_assert_str_eq(slurp(at("st/mine.jsonl")), "");
+	ck_assert_str_eq(slurp(in_tmpdir("st/mine.jsonl")), "");
 }
 END_TEST
 
@@ -139,23 +112,23 @@ START_TEST(log_sticky_foreign_refused)
 {
 	if (!have_root("a file of another user in a sticky directory"))
 		return;
-	make_dir(at("st"), 01777);
-	write_to(at("st/theirs.jsonl"), "theirs\n", 0666);
-	ck_assert_int_eq(chown(at("st/theirs.jsonl"), 65534, 65534), 0);
-	run_with_log(at("st/theirs.jsonl"), NULL);
+	make_dir(in_tmpdir("st"), 01777);
+	write_to(in_tmpdir("st/theirs.jsonl"), "theirs\n", 0666);
+	ck_assert_int_eq(chown(in_tmpdir("st/theirs.jsonl"), 65534, 65534), 0);
+	run_with_log(in_tmpdir("st/theirs.jsonl"), NULL);
 	ck_assert_msg(strstr(r.err, "belongs to another user"), "%s", r.err);
-	ck_assert_str_eq(slurp(at("st/theirs.jsonl")), "theirs\n");
+	ck_assert_str_eq(slurp(in_tmpdir("st/theirs.jsonl")), "theirs\n");
 }
 END_TEST
 
-/* Copies build/<from> to dir/bin/<name>; setuid root when setuid. */
+/* Copies build/<from> to tmpdir/bin/<name>; setuid root when setuid. */
 static const char *install_copy(const char *from, const char *name, int setuid)
 {
 	static char dst[4][300];
 	static int slot;
 	char *d = dst[slot++ % 4], cmd[1024];
-	mkdir(at("bin"), 0755);
-	snprintf(d, 300, "%s/bin/%s", dir, name);
+	mkdir(in_tmpdir("bin"), 0755);
+	snprintf(d, 300, "%s/bin/%s", tmpdir, name);
 	snprintf(cmd, sizeof cmd, "cp '%s/%s' '%s'", build_dir(), from, d);
 	ck_assert_int_eq(system(cmd), 0);
 	ck_assert_int_eq(chown(d, 0, 0), 0);
@@ -170,8 +143,8 @@ static const char *setpriv_or_skip(void)
 	struct statvfs vfs;
 	if (!have_root("a setuid program run by another user"))
 		return NULL;
-	if (statvfs(dir, &vfs) == 0 && (vfs.f_flag & ST_NOSUID)) {
-		printf("skipped: %s is mounted nosuid\n", dir);
+	if (statvfs(tmpdir, &vfs) == 0 && (vfs.f_flag & ST_NOSUID)) {
+		printf("skipped: %s is mounted nosuid\n", tmpdir);
 		return NULL;
 	}
 	for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++)
@@ -185,11 +158,11 @@ static const char *setpriv_or_skip(void)
  * policy read from it would quote its lines in error messages. */
 static void hostile_env(const char **env, char bufs[][300])
 {
-	write_to(at("secret.conf"), "mode = off\n" SECRET "\n", 0600);
-	write_to(at("status"), "", 0644);
-	snprintf(bufs[0], 300, "CTXGUARD_POLICY=%s", at("secret.conf"));
-	snprintf(bufs[1], 300, "CTXGUARD_LOG=%s", at("hostile.log"));
-	snprintf(bufs[2], 300, "CTXGUARD_STATUS=%s", at("status"));
+	write_to(in_tmpdir("secret.conf"), "mode = off\n" SECRET "\n", 0600);
+	write_to(in_tmpdir("status"), "", 0644);
+	snprintf(bufs[0], 300, "CTXGUARD_POLICY=%s", in_tmpdir("secret.conf"));
+	snprintf(bufs[1], 300, "CTXGUARD_LOG=%s", in_tmpdir("hostile.log"));
+	snprintf(bufs[2], 300, "CTXGUARD_STATUS=%s", in_tmpdir("status"));
 	const char *fixed[] = {"CTXGUARD_MODE=off", "CTXGUARD_SCOPE=all", "CTXGUARD_OPERANDS=off",
 			       "CTXGUARD_LIBCUDA=/nonexistent/libcuda.so.1", "CTXGUARD_QUIET=1",
 			       /* the backstop's library, when a system policy turns it on */
@@ -209,8 +182,8 @@ static void assert_nothing_honoured(void)
 {
 	ck_assert_msg(!strstr(r.out, SECRET) && !strstr(r.err, SECRET), "secret quoted:\n%s%s",
 		      r.out, r.err);
-	ck_assert_msg(access(at("hostile.log"), F_OK) != 0, "CTXGUARD_LOG was opened");
-	ck_assert_str_eq(slurp(at("status")), "");
+	ck_assert_msg(access(in_tmpdir("hostile.log"), F_OK) != 0, "CTXGUARD_LOG was opened");
+	ck_assert_str_eq(slurp(in_tmpdir("status")), "");
 }
 
 /* The policy a setuid program loads: the system file's, nothing else. */
@@ -220,12 +193,12 @@ START_TEST(secure_policy_setuid)
 	if (!setpriv)
 		return;
 	const char *prog = install_copy("tests/progs/showpolicy", "showpolicy", 1);
-	write_to(at("system.conf"), "mode = warn\nlog = none\n", 0644);
+	write_to(in_tmpdir("system.conf"), "mode = warn\nlog = none\n", 0644);
 	const char *env[16];
 	char bufs[3][300];
 	hostile_env(env, bufs);
 	const char *argv[] = {setpriv, "--reuid=" NOBODY, "--regid=" NOBODY, "--clear-groups",
-			      prog, at("system.conf"), NULL};
+			      prog, in_tmpdir("system.conf"), NULL};
 	spawn(&r, env, argv);
 	ck_assert_msg(exited(&r, 0), "status %#x\n%s", r.status, r.err);
 	ck_assert_msg(strstr(r.out, "secure on\n"), "AT_SECURE not set:\n%s", r.out);
@@ -304,7 +277,7 @@ static Suite *suite(void)
 {
 	Suite *s = suite_create("secure");
 	TCase *tc = tcase_create("log_file");
-	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_checked_fixture(tc, setup, tmpdir_remove);
 	tcase_add_test(tc, log_symlink_refused);
 	tcase_add_test(tc, log_world_writable_dir_refused);
 	tcase_add_test(tc, log_sticky_new_file);
@@ -312,7 +285,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, log_sticky_foreign_refused);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("setuid");
-	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_checked_fixture(tc, setup, tmpdir_remove);
 	tcase_add_test(tc, secure_policy_setuid);
 	tcase_add_test(tc, secure_shim_setuid);
 	tcase_add_test(tc, secure_backstop_ignores_cupti_variables);
