@@ -1,6 +1,7 @@
-"""The bundled grouped_mm kernels as PyTorch ops (torch.library custom ops,
-so torch.compile(fullgraph=True) and CUDA graph capture see one opaque op
-with a fake implementation).
+"""The bundled grouped_mm kernels as PyTorch ops (ctxguard::grouped_mm and
+ctxguard::grouped_mm_fp8, defined through torch.library, so
+torch.compile(fullgraph=True) and CUDA graph capture see one opaque op with
+a fake implementation).
 
   grouped_mm(a, b, offs)            torch._grouped_mm 2D x 3D: a [M, K] bf16,
                                     b [G, K, N] bf16 (or the transpose view of
@@ -20,6 +21,8 @@ bf16 autograd: dA = dOut x B^T through the same kernels; dB, a reduction
 over each group's rows that these m-grouped kernels do not compute, through
 torch._grouped_mm 2D x 2D (torch's own backward for grouped_mm).
 """
+import contextlib
+
 import torch
 
 from . import _native
@@ -44,9 +47,10 @@ def _require(what, ok, explain):
 def _one_device(what, named):
     """The single CUDA device of all inputs, else ValueError naming each."""
     device = named[0][1].device
-    _require(what, all(t.device == device for _, t in named),
-             lambda: "inputs on different devices (%s); move them to one device, the one the kernel is to run on"
-             % ", ".join("%s on %s" % (n, t.device) for n, t in named))
+    for _, t in named:
+        _require(what, t.device == device,
+                 lambda: "inputs on different devices (%s); move them to one device, the one the kernel is to run on"
+                 % ", ".join("%s on %s" % (n, t.device) for n, t in named))
     _require(what, device.type == "cuda", lambda: "needs CUDA tensors, got %s" % device)
     return device
 
@@ -98,18 +102,34 @@ def _b_operand(b):
     return b.contiguous(), _native.B_KN
 
 
+_ON_DEVICE = contextlib.nullcontext()
+
+
 def _launch(what, device, dtype, b_layout, a, b, out, offs, sfa=None, sfb=None, sfa_strides=(0, 0)):
     m, k = a.shape
     g, n = b.size(0), out.size(1)
-    with torch.cuda.device(device):
-        stream = torch.cuda.current_stream(device).cuda_stream
+    index = device.index
+    # The stream's raw handle, as inductor's get_raw_stream takes it (no
+    # Stream object per call).  The kernels launch in the stream's context,
+    # but the default stream's handle is 0 on every device and means the
+    # current context's: hence the guard, needed only off the current device.
+    stream = torch._C._cuda_getCurrentRawStream(index)
+    with _ON_DEVICE if torch.cuda.current_device() == index else torch.cuda.device(index):
         _native.gmm_offs(stream, dtype, b_layout, a.data_ptr(), b.data_ptr(), out.data_ptr(), offs.data_ptr(),
                          0 if sfa is None else sfa.data_ptr(), 0 if sfb is None else sfb.data_ptr(),
                          sfa_strides[0], sfa_strides[1], m, n, k, g, what)
 
 
-@torch.library.custom_op("ctxguard::grouped_mm", mutates_args=())
-def _grouped_mm(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:
+# Defined with torch.library.Library rather than custom_op, whose Python
+# around each call took a small call from 36 to 59 us of host time on H200
+# (decode steps are host-bound).  The impl serves every device type, as
+# custom_op's does: on a CPU tensor it raises the ValueError below.
+_LIB = torch.library.Library("ctxguard", "DEF")
+_LIB.define("grouped_mm(Tensor a, Tensor b, Tensor offs) -> Tensor")
+_LIB.define("grouped_mm_fp8(Tensor a, Tensor a_scale, Tensor b, Tensor b_scale, Tensor offs) -> Tensor")
+
+
+def _grouped_mm_impl(a, b, offs):
     device = _check_bf16(a, b, offs)
     m, n = a.size(0), b.size(2)
     if a.size(1) == 0:
@@ -121,7 +141,11 @@ def _grouped_mm(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor) -> torch.T
     return out
 
 
-@_grouped_mm.register_fake
+_LIB.impl("grouped_mm", _grouped_mm_impl, "CompositeExplicitAutograd")
+_grouped_mm = torch.ops.ctxguard.grouped_mm.default
+
+
+@torch.library.register_fake("ctxguard::grouped_mm", lib=_LIB)
 def _(a, b, offs):
     _check_bf16(a, b, offs)
     return a.new_empty((a.size(0), b.size(2)), dtype=torch.bfloat16)
@@ -147,7 +171,7 @@ def _backward(ctx, grad):
     a, b, offs = ctx.saved_tensors
     da = db = None
     if ctx.needs_input_grad[0]:
-        da = torch.ops.ctxguard.grouped_mm(grad, b.transpose(-2, -1), offs)
+        da = _bf16(grad, b.transpose(-2, -1), offs)
     if ctx.needs_input_grad[1]:
         # Made in b's own layout, as torch's backward of _grouped_mm does: HF's
         # weights are [G, N, K] storage seen as [G, K, N], and a gradient made
@@ -159,12 +183,28 @@ def _backward(ctx, grad):
     return da, db, None
 
 
-_grouped_mm.register_autograd(_backward, setup_context=_setup_context)
+torch.library.register_autograd("ctxguard::grouped_mm", _backward, setup_context=_setup_context, lib=_LIB)
 
 
-@torch.library.custom_op("ctxguard::grouped_mm_fp8", mutates_args=())
-def _grouped_mm_fp8(a: torch.Tensor, a_scale: torch.Tensor, b: torch.Tensor, b_scale: torch.Tensor,
-                    offs: torch.Tensor) -> torch.Tensor:
+def _direct(*tensors):
+    """True when a call may go straight to the kernels: plain CUDA tensors in
+    eager mode, no gradient to record, and no tracer, dispatch mode or
+    functorch transform that must see the op (those, torch.compile's fake
+    tensors and autograd take the registered op).  At decode sizes the step
+    is host-bound, and the dispatcher's Python round trips (a quarter to a
+    half of a small call's host time on H200) are then the step's time."""
+    return (not torch.compiler.is_compiling() and torch._C._len_torch_dispatch_stack() == 0
+            and not torch._C._are_functorch_transforms_active()
+            and not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors))
+            and all(type(t) is torch.Tensor and t.is_cuda for t in tensors))
+
+
+def _bf16(a, b, offs):
+    """ctxguard::grouped_mm, straight to the kernels where _direct allows."""
+    return (_grouped_mm_impl if _direct(a, b, offs) else _grouped_mm)(a, b, offs)
+
+
+def _grouped_mm_fp8_impl(a, a_scale, b, b_scale, offs):
     device = _check_fp8(a, a_scale, b, b_scale, offs)
     m, n = a.size(0), b.size(1)
     if a.size(1) == 0:
@@ -178,7 +218,11 @@ def _grouped_mm_fp8(a: torch.Tensor, a_scale: torch.Tensor, b: torch.Tensor, b_s
     return out
 
 
-@_grouped_mm_fp8.register_fake
+_LIB.impl("grouped_mm_fp8", _grouped_mm_fp8_impl, "CompositeExplicitAutograd")
+_grouped_mm_fp8 = torch.ops.ctxguard.grouped_mm_fp8.default
+
+
+@torch.library.register_fake("ctxguard::grouped_mm_fp8", lib=_LIB)
 def _(a, a_scale, b, b_scale, offs):
     _check_fp8(a, a_scale, b, b_scale, offs)
     return a.new_empty((a.size(0), b.size(1)), dtype=torch.bfloat16)
@@ -189,13 +233,14 @@ def grouped_mm(a, b, offs, out_dtype=torch.bfloat16):
     (or the transpose view of [G, N, K]), offs int32 [G]; the kernels write
     bf16, so out_dtype must be torch.bfloat16."""
     _require("grouped_mm", out_dtype == torch.bfloat16, lambda: "out_dtype %s: the kernels write bfloat16" % out_dtype)
-    return torch.ops.ctxguard.grouped_mm(a, b, offs)
+    return _bf16(a, b, offs)
 
 
 def grouped_mm_fp8(a, a_scale, b, b_scale, offs):
     """Block-scaled fp8 grouped GEMM with DeepGEMM's operands (see the module
     docstring); bf16 [M, N].  Inference only (no autograd)."""
-    return torch.ops.ctxguard.grouped_mm_fp8(a, a_scale, b, b_scale, offs)
+    return (_grouped_mm_fp8_impl if _direct(a, a_scale, b, b_scale, offs) else _grouped_mm_fp8)(
+        a, a_scale, b, b_scale, offs)
 
 
 def quantize_fp8_rows(x):
