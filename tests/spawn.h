@@ -59,8 +59,9 @@ static inline void collect(struct run *r, int out_fd, int err_fd, pid_t pid)
 
 /* A child with its stdout and stderr piped: returns 0 in the child (the
  * shim's reports not quieted), its pid in the parent after collect(). */
-static inline pid_t fork_collected(struct run *r, int po[2], int pe[2])
+static inline pid_t fork_collected(struct run *r)
 {
+	int po[2], pe[2];
 	memset(r, 0, sizeof *r);
 	if (pipe(po) || pipe(pe))
 		abort();
@@ -71,7 +72,11 @@ static inline pid_t fork_collected(struct run *r, int po[2], int pe[2])
 		close(po[0]);
 		close(pe[0]);
 		unsetenv("CTXGUARD_QUIET");
+		return 0;
 	}
+	close(po[1]);
+	close(pe[1]);
+	collect(r, po[0], pe[0], pid);
 	return pid;
 }
 
@@ -80,9 +85,7 @@ static inline pid_t fork_collected(struct run *r, int po[2], int pe[2])
  * The shim is preloaded unless an env entry sets LD_PRELOAD itself. */
 static inline void spawn(struct run *r, const char *const *env, const char *const *argv)
 {
-	int po[2], pe[2];
-	pid_t pid = fork_collected(r, po, pe);
-	if (pid == 0) {
+	if (fork_collected(r) == 0) {
 		const char *pre = getenv("CTXGUARD_TEST_PRELOAD");
 		if (pre)
 			setenv("LD_PRELOAD", pre, 1);
@@ -104,24 +107,17 @@ static inline void spawn(struct run *r, const char *const *env, const char *cons
 		execv(path, (char *const *)argv);
 		_exit(127);
 	}
-	close(po[1]);
-	close(pe[1]);
-	collect(r, po[0], pe[0], pid);
 }
 
 /* fn() in a forked child of this test, which then exits 0; its output in
  * r.  Returns the child's pid. */
 static inline pid_t spawn_fn(struct run *r, void (*fn)(void))
 {
-	int po[2], pe[2];
-	pid_t pid = fork_collected(r, po, pe);
+	pid_t pid = fork_collected(r);
 	if (pid == 0) {
 		fn();
 		exit(0);
 	}
-	close(po[1]);
-	close(pe[1]);
-	collect(r, po[0], pe[0], pid);
 	return pid;
 }
 
