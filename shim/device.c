@@ -3,6 +3,7 @@
  * same way (CUDA ordinals depend on CUDA_VISIBLE_DEVICES). */
 #include <sched.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "shim.h"
 
@@ -43,15 +44,23 @@ static const char *known(int dev, size_t field)
 	if (dev < 0 || dev >= MAXDEV)
 		return NULL;
 	learn(dev);
-	/* Bounded: a child forked while its parent asked sees ASKING forever. */
-	for (int spins = 0; atomic_load_explicit(&devs[dev].state, memory_order_acquire) != KNOWN;
-	     spins++) {
-		if (spins == 10000)
-			return NULL;
+	while (atomic_load_explicit(&devs[dev].state, memory_order_acquire) != KNOWN)
 		sched_yield();
-	}
 	const char *s = (const char *)&devs[dev] + field;
 	return *s ? s : NULL;
+}
+
+/* In a forked child: a name its parent was asking for is asked again (the
+ * asker did not come along); names already known stay, as the devices do. */
+void cg_device_forked(void)
+{
+	for (int i = 0; i < MAXDEV; i++) {
+		int asking = ASKING;
+		if (atomic_compare_exchange_strong(&devs[i].state, &asking, UNASKED)) {
+			memset(devs[i].pci, 0, sizeof devs[i].pci);
+			memset(devs[i].uuid, 0, sizeof devs[i].uuid);
+		}
+	}
 }
 
 const char *cg_device_pci(int dev)

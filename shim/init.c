@@ -103,6 +103,7 @@ static void after_fork_child(void)
 	cg_registry_reset();
 	cg_context_reset();
 	cg_memory_reset();
+	cg_device_forked();
 	cg_redirect_forked();
 	cg_report_forked();
 }

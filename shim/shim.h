@@ -255,6 +255,7 @@ void cg_context_reset(void);
  * wanted (a crossing's report); NULL when the driver does not say. */
 const char *cg_device_pci(int dev);
 const char *cg_device_uuid(int dev);
+void cg_device_forked(void);                 /* in a forked child */
 
 /* ---- operands (shim/memory.c, shim/tensormap.c, shim/layout.c) ---- */
 

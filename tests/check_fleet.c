@@ -4,6 +4,7 @@
  * child's identity, and silence from a process that did nothing.  Runs in
  * the Check binary itself, under the shim, each test in its own process. */
 #include <check.h>
+#include <pthread.h>
 #include <cuda.h>
 #include <regex.h>
 #include <stdio.h>
@@ -281,6 +282,17 @@ START_TEST(metrics_file_at_exit)
 }
 END_TEST
 
+/* The crossing record in the log of process pid (log_to(".%p.jsonl")),
+ * whose file is removed. */
+static char *crossing_logged_by(pid_t pid)
+{
+	char path[300];
+	snprintf(path, sizeof path, "/tmp/ctxguard-fleet-%d.%d.jsonl", (int)getpid(), (int)pid);
+	char *text = slurp(path);
+	unlink(path);
+	return record(text, "crossing");
+}
+
 /* The child re-reads who it is: its pid, and the environment its parent
  * had when it forked. */
 START_TEST(fork_child_reads_its_identity)
@@ -300,21 +312,49 @@ START_TEST(fork_child_reads_its_identity)
 	int st;
 	waitpid(child, &st, 0);
 	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %#x", st);
-	char path[300];
-	snprintf(path, sizeof path, "/tmp/ctxguard-fleet-%d.%d.jsonl", (int)getpid(), (int)child);
-	char *text = slurp(path);
-	unlink(path);
-	char *rec = record(text, "crossing");
+	char *rec = crossing_logged_by(child);
 	assert_common(rec, child);
 	assert_has(rec, ",\"rank\":\"1\",");
 	free(rec);
-	snprintf(path, sizeof path, "/tmp/ctxguard-fleet-%d.%d.jsonl", (int)getpid(), (int)getpid());
-	text = slurp(path);
-	unlink(path);
-	rec = record(text, "crossing");
+	rec = crossing_logged_by(getpid());
 	assert_common(rec, getpid());
 	assert_has(rec, ",\"rank\":\"0\",");
 	free(rec);
+}
+END_TEST
+
+static void *cross_in_thread(void *unused)
+{
+	(void)unused;
+	cross();
+	return NULL;
+}
+
+/* A child forked while a thread of its parent waits for a device's name
+ * asks for the name itself: the asker did not come along. */
+START_TEST(fork_child_asks_names_its_parent_was_asking)
+{
+	log_to(".%p.jsonl");
+	setup("warn");
+	setenv("FAKE_CUDA_PCI_DELAY_MS", "400", 1);
+	pthread_t t;
+	ck_assert_int_eq(pthread_create(&t, NULL, cross_in_thread, NULL), 0);
+	usleep(100 * 1000);
+	pid_t child = fork();
+	if (child == 0) {
+		unsetenv("FAKE_CUDA_PCI_DELAY_MS");
+		load();
+		cross();
+		exit(0);
+	}
+	int st;
+	waitpid(child, &st, 0);
+	pthread_join(t, NULL);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %#x", st);
+	char *rec = crossing_logged_by(child);
+	assert_has(rec, ",\"owner_dev\":0,\"owner_pci\":\"" PCI0 "\",\"owner_uuid\":\"" UUID0 "\",");
+	free(rec);
+	free(crossing_logged_by(getpid()));
 }
 END_TEST
 
@@ -391,6 +431,7 @@ int main(void)
 	tcase_add_loop_test(t, syslog_gets_one_line_per_crossing, 0, 2);
 	tcase_add_test(t, metrics_file_at_exit);
 	tcase_add_test(t, fork_child_reads_its_identity);
+	tcase_add_test(t, fork_child_asks_names_its_parent_was_asking);
 	tcase_add_test(t, silent_unless_something_happened);
 	tcase_add_test(t, command_log_and_metrics_flags);
 	suite_add_tcase(s, t);

@@ -1,6 +1,7 @@
 /* cuInit and the device queries: FAKE_CUDA_DEVICES H200-like devices. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "fake.h"
 
@@ -188,6 +189,10 @@ CUresult CUDAAPI cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevic
  * driver formats it; a short buffer gets a NUL-terminated prefix. */
 CUresult CUDAAPI cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
 {
+	/* outside the lock: a fork meanwhile must not wait for the answer */
+	const char *delay = getenv("FAKE_CUDA_PCI_DELAY_MS");
+	if (delay)
+		usleep((useconds_t)atoi(delay) * 1000u);
 	FAKE_ENTER();
 	if (!pciBusId || len <= 0)
 		return fake_leave(CUDA_ERROR_INVALID_VALUE);

@@ -35,6 +35,8 @@
  *    synchronized: cuStreamQuery says CUDA_ERROR_NOT_READY meanwhile.  Events are recorded
  *    on a stream of their own context and waited on by a stream of any context.
  *  - cuModuleLoadData of a fatbin loads the bundled grouped_mm kernels (fatbin.c).
+ *  - FAKE_CUDA_PCI_DELAY_MS=n: cuDeviceGetPCIBusId answers n ms late (before taking the
+ *    lock), so that a test can fork while another thread waits for it.
  * All functions below are thread-safe.
  */
 #ifndef CTXGUARD_FAKE_API_H
