@@ -150,7 +150,7 @@ void cg_entry_resolve(void *libcuda);   /* fills every .real */
 	X(cuStreamWaitEvent, (CUstream s, CUevent e, unsigned flags))        \
 	X(cuStreamQuery, (CUstream s))                                       \
 	X(cuStreamSynchronize, (CUstream s))                                 \
-	X(cuMemsetD8_v2, (CUdeviceptr p, unsigned char v, size_t n))         \
+	X(cuMemsetD8Async, (CUdeviceptr p, unsigned char v, size_t n, CUstream s)) \
 	X(cuDeviceGetPCIBusId, (char *bus, int len, CUdevice dev))          \
 	X(cuDeviceGetUuid_v2, (CUuuid * uuid, CUdevice dev))
 

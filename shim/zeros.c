@@ -2,8 +2,10 @@
  * GEMM (DeepGEMM's GemmType::Normal has none) as the bundled contiguous
  * form reads it, every row in group 0.  Grown by doubling when a larger
  * problem comes; a smaller buffer may still be read by queued work, so it
- * is kept (at most the size of the largest).  The memset is synchronized
- * once per growth, before any stream can read the buffer. */
+ * is kept (at most the size of the largest).  The memset runs on
+ * ctxguard's own non-blocking stream, synchronized once per growth before
+ * any stream can read the buffer: the legacy stream might wait for work
+ * the program has not enqueued yet. */
 #include <stdlib.h>
 
 #include "redirect.h"
@@ -19,6 +21,23 @@ static CUdeviceptr find(CUcontext ctx, size_t bytes)
 	return p;
 }
 
+/* A zeroed buffer of n bytes in ctx (current). */
+static CUresult make(CUcontext ctx, size_t n, CUdeviceptr *out)
+{
+	CUstream t;
+	CUresult rc = cg_stream_owned(ctx, &t);
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if ((rc = CG_REAL_SYM(cuMemAlloc, cuMemAlloc_v2)(out, n)) != CUDA_SUCCESS)
+		return rc;
+	rc = cg_call.cuMemsetD8Async(*out, 0, n, t);
+	if (rc == CUDA_SUCCESS)
+		rc = cg_call.cuStreamSynchronize(t);
+	if (rc != CUDA_SUCCESS)
+		CG_REAL_SYM(cuMemFree, cuMemFree_v2)(*out);
+	return rc;
+}
+
 CUresult cg_zeros(CUcontext ctx, size_t bytes, CUdeviceptr *out)
 {
 	if ((*out = find(ctx, bytes)))
@@ -29,11 +48,7 @@ CUresult cg_zeros(CUcontext ctx, size_t bytes, CUdeviceptr *out)
 	size_t n = 1 << 16;
 	while (n < bytes)
 		n *= 2;
-	CUresult rc = CG_REAL_SYM(cuMemAlloc, cuMemAlloc_v2)(&z->ptr, n);
-	if (rc == CUDA_SUCCESS)
-		rc = cg_call.cuMemsetD8_v2(z->ptr, 0, n);
-	if (rc == CUDA_SUCCESS)
-		rc = cg_call.cuStreamSynchronize(CU_STREAM_LEGACY);
+	CUresult rc = make(ctx, n, &z->ptr);
 	if (rc != CUDA_SUCCESS) {
 		free(z);
 		return rc;
@@ -46,6 +61,7 @@ CUresult cg_zeros(CUcontext ctx, size_t bytes, CUdeviceptr *out)
 	}
 	cg_ctx_state_unlock();
 	if (!c) {
+		CG_REAL_SYM(cuMemFree, cuMemFree_v2)(z->ptr);
 		free(z);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}

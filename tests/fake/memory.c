@@ -502,3 +502,16 @@ CUresult CUDAAPI cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N
 	(void)uc; /* nothing backs device memory */
 	return fake_leave(copy_check(N, device_range_ok(dstDevice, N), true));
 }
+
+CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream)
+{
+	FAKE_ENTER();
+	(void)uc;
+	CUcontext ctx;
+	CUresult rc = fake_stream_ctx(hStream, &ctx);
+	if (rc == CUDA_SUCCESS)
+		rc = copy_check(N, device_range_ok(dstDevice, N), true);
+	if (rc == CUDA_SUCCESS)
+		fake_stream_note_work(hStream, ctx);
+	return fake_leave(rc);
+}

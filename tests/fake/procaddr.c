@@ -126,6 +126,7 @@ static const struct proc procs[] = {
 	P(cuMemcpyDtoH, cuMemcpyDtoH_v2, 3020),
 	P(cuMemcpyDtoD, cuMemcpyDtoD_v2, 3020),
 	P(cuMemsetD8, cuMemsetD8_v2, 3020),
+	P(cuMemsetD8Async, cuMemsetD8Async, 3020),
 	P(cuMemAllocAsync, cuMemAllocAsync, 11020),
 	PT(cuMemAllocAsync, cuMemAllocAsync_ptsz, 11020),
 	P(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync, 11020),
