@@ -1,8 +1,11 @@
 /* Per-context cache of the bundled module: loaded into a context the first
  * time a problem runs there, looked up by the context's unique id (a
- * CUcontext value can be reused after its context is destroyed).  The lock
- * guards the list only; no driver call runs under it. */
+ * CUcontext value can be reused after its context is destroyed).  Every
+ * problem looks up, so lookups take no lock: entries are only ever pushed
+ * at the head, complete, and never removed.  The lock orders the pushers;
+ * no driver call runs under it. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "gmm_internal.h"
@@ -30,12 +33,12 @@ struct cg_gmm_entry {
 	struct cg_gmm_entry *next;
 };
 
-static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct cg_gmm_entry *cache;
+static pthread_mutex_t push_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic(struct cg_gmm_entry *) cache;
 
-static struct cg_gmm_entry *find_locked(unsigned long long id)
+static struct cg_gmm_entry *find(unsigned long long id)
 {
-	for (struct cg_gmm_entry *e = cache; e; e = e->next)
+	for (struct cg_gmm_entry *e = atomic_load_explicit(&cache, memory_order_acquire); e; e = e->next)
 		if (e->ctx_id == id)
 			return e;
 	return NULL;
@@ -88,9 +91,7 @@ CUresult cg_gmm_module_get(const struct cg_gmm_driver *drv, CUcontext ctx, const
 	CUresult r = drv->cuCtxGetId(ctx, &id);
 	if (r != CUDA_SUCCESS)
 		return cg_gmm_fail(r, "grouped_mm: cuCtxGetId failed");
-	pthread_mutex_lock(&cache_lock);
-	struct cg_gmm_entry *e = find_locked(id);
-	pthread_mutex_unlock(&cache_lock);
+	struct cg_gmm_entry *e = find(id);
 	if (e) {
 		*out = &e->m;
 		return CUDA_SUCCESS;
@@ -113,14 +114,15 @@ CUresult cg_gmm_module_get(const struct cg_gmm_driver *drv, CUcontext ctx, const
 	}
 
 	/* another thread may have loaded the same context meanwhile: keep one */
-	pthread_mutex_lock(&cache_lock);
-	e = find_locked(id);
+	pthread_mutex_lock(&push_lock);
+	e = find(id);
 	if (!e) {
-		mine->next = cache;
-		cache = e = mine;
+		mine->next = atomic_load_explicit(&cache, memory_order_relaxed);
+		atomic_store_explicit(&cache, mine, memory_order_release);
+		e = mine;
 		mine = NULL;
 	}
-	pthread_mutex_unlock(&cache_lock);
+	pthread_mutex_unlock(&push_lock);
 	if (mine) {
 		drv->cuModuleUnload(mine->module);
 		free(mine);
