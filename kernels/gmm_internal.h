@@ -29,7 +29,7 @@ extern const struct cg_gmm_kernel_info cg_gmm_kernel_info[CG_GMM_NKERNELS];
 
 static inline int cg_gmm_kernel_threads(const struct cg_gmm_kernel_info *k)
 {
-	return k->sm90 ? (k->bm / 64 + 1) * 128 : 256;
+	return k->sm90 ? (CG_GMM_SM90_CONSUMERS(k->bm, k->bn) + 1) * 128 : 256;
 }
 
 static inline unsigned cg_gmm_kernel_smem(const struct cg_gmm_kernel_info *k, int form, int g)

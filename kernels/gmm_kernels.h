@@ -11,21 +11,32 @@
 #endif
 
 /* X(name, impl, dtype, b_layout, bm, bn, bk, stages)
- *   impl SM90: TMA + wgmma, warp-specialized, persistent; bm/64 consumer
- *              warpgroups plus one producer warpgroup; stages-deep ring.
+ *   impl SM90: TMA + wgmma, warp-specialized, persistent; one producer
+ *              warpgroup and CG_GMM_SM90_CONSUMERS(bm, bn) consumer
+ *              warpgroups; stages-deep ring.
  *   impl SM80: mma.sync, 256 threads, portable to every GPU from sm_80.
- * "small" tiles (bm 64) serve decode-sized groups, "large" ones prefill. */
+ * 64-row tiles serve decode-sized groups: "split" ones (two consumers side by
+ * side) where there are tiles enough for every multiprocessor, "small" ones
+ * (one consumer, twice the tiles) below that; "large" ones serve prefill. */
 #define CG_GMM_KERNELS(X)                                              \
 	X(cg_gmm_sm90_bf16_nk_small, SM90, BF16, NK, 64, 128, 64, 8)   \
 	X(cg_gmm_sm90_bf16_kn_small, SM90, BF16, KN, 64, 128, 64, 8)   \
+	X(cg_gmm_sm90_bf16_nk_split, SM90, BF16, NK, 64, 256, 64, 5)  \
+	X(cg_gmm_sm90_bf16_kn_split, SM90, BF16, KN, 64, 256, 64, 5)  \
 	X(cg_gmm_sm90_bf16_nk_large, SM90, BF16, NK, 128, 256, 64, 4)  \
 	X(cg_gmm_sm90_bf16_kn_large, SM90, BF16, KN, 128, 256, 64, 4)  \
 	X(cg_gmm_sm90_fp8_nk_small, SM90, FP8, NK, 64, 128, 128, 8)    \
+	X(cg_gmm_sm90_fp8_nk_split, SM90, FP8, NK, 64, 256, 128, 5)   \
 	X(cg_gmm_sm90_fp8_nk_large, SM90, FP8, NK, 128, 256, 128, 4)   \
 	X(cg_gmm_sm80_bf16_nk, SM80, BF16, NK, 128, 128, 32, 1)        \
 	X(cg_gmm_sm80_bf16_kn, SM80, BF16, KN, 128, 128, 32, 1)        \
 	X(cg_gmm_sm80_fp8_nk, SM80, FP8, NK, 128, 128, 32, 1)          \
 	X(cg_gmm_sm80_fp8_kn, SM80, FP8, KN, 128, 128, 32, 1)
+
+/* SM90 consumer warpgroups: each computes 64 rows; a 64-row tile wider than
+ * 128 columns is split by columns (128 each), so that decode-sized groups,
+ * which fill one 64-row tile, still keep two warpgroups issuing wgmma. */
+#define CG_GMM_SM90_CONSUMERS(bm, bn) ((bm) > 64 ? (bm) / 64 : (bn) / 128)
 
 enum cg_gmm_kernel_id {
 #define CG_GMM_KERNEL_ID(name, impl, dt, bl, bm, bn, bk, st) CG_GMM_K_##name,

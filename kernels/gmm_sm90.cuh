@@ -153,19 +153,22 @@ __device__ __forceinline__ void wgmma_fp8(float (&d)[64], uint64_t da, uint64_t 
 
 template <int BM, int BN, int BK, int STAGES, bool FP8, bool NK>
 struct Sm90 {
-	static constexpr int NC = BM / 64; /* consumer warpgroups, 64 rows each */
+	static constexpr int NC = CG_GMM_SM90_CONSUMERS(BM, BN);
+	static constexpr bool ROW_SPLIT = BM > 64; /* else the consumers split the columns */
+	static constexpr int WN = ROW_SPLIT ? BN : BN / NC; /* columns per consumer warpgroup */
 	static constexpr int THREADS = (NC + 1) * 128;
 	static constexpr int ESZ = FP8 ? 1 : 2;
 	static constexpr int A_BYTES = BM * BK * ESZ;
 	static constexpr int B_BYTES = BN * BK * ESZ;
-	static constexpr int ACC = BN / 2; /* fp32 per thread: 64 x BN per warpgroup */
-	static constexpr int NH = BN / 128; /* fp8: 128-column scale blocks per tile */
-	static constexpr int SLOT = FP8 ? BM + 4 : 0; /* fp8: per-stage scales, sfa[BM] then sfb[NH] */
+	static constexpr int ACC = WN / 2; /* fp32 per thread: 64 x WN per warpgroup */
+	static constexpr int NSB = BN / 128; /* fp8: 128-column scale blocks per tile */
+	static constexpr int NH = WN / 128;  /* ... per warpgroup */
+	static constexpr int SLOT = FP8 ? BM + 4 : 0; /* fp8: per-stage scales, sfa[BM] then sfb[NSB] */
 	/* full barrier: the TMA thread's expect_tx, plus each lane of the fp8 scale warp */
 	static constexpr int FULL_ARRIVALS = FP8 ? 33 : 1;
 	static_assert(BK * ESZ == 128, "tile rows are one 128-byte swizzle span");
 	static_assert(!FP8 || (NK && BK == 128), "fp8: K-major B, one scale block per stage");
-	static_assert(BN == 128 || BN == 256, "wgmma n");
+	static_assert(WN == 128 || WN == 256, "wgmma n");
 };
 
 /* D rows of one consumer thread: row and row + 8 of the tile; columns
@@ -295,7 +298,7 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 				if (!sc.tile(t, tl))
 					continue;
 				const float *sfb = a.sfb + (static_cast<size_t>(tl.g) * nbn +
-							    min(tl.n0 / 128 + min(lane, C::NH - 1), nbn - 1)) * kbn;
+							    min(tl.n0 / 128 + min(lane, C::NSB - 1), nbn - 1)) * kbn;
 				/* rows past the tile's last (never stored) read that row's scale:
 				 * in masked form the next rows may lie past the allocation */
 				const float *sfa = a.sfa + tl.g * a.sfa_sg + tl.m0 * a.sfa_sm;
@@ -307,7 +310,7 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 					for (int i = 0; i < BM / 32; ++i)
 						cp_async_4(slot + i * 32 + lane,
 							   sfa_kb + min(i * 32 + lane, tl.rows - 1) * a.sfa_sm);
-					if (lane < C::NH)
+					if (lane < C::NSB)
 						cp_async_4(slot + BM + lane, sfb + kb);
 					cp_async_arrive(&full[stage]);
 					if (++stage == STAGES) {
@@ -324,10 +327,14 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 		asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
 	const Sched<BM, BN> sc(a, tab);
 	const int total = sc.total();
+	/* consumer warpgroup cw: tile rows [r0, r0 + 64), columns [c0, c0 + WN);
+	 * smem rows of A and B (NK: one per column; KN: 64-column boxes of BK
+	 * rows) are 128 bytes */
 	const int cw = wg - 1;
-	const int row = cw * 64 + ((threadIdx.x >> 5) & 3) * 16 + (lane >> 2); /* this thread's tile row */
-	const uint32_t a_base = smem_u32(sa) + cw * 64 * 128;
-	const uint32_t b_base = smem_u32(sb);
+	const int r0 = C::ROW_SPLIT ? cw * 64 : 0, c0 = C::ROW_SPLIT ? 0 : cw * C::WN;
+	const int row = r0 + ((threadIdx.x >> 5) & 3) * 16 + (lane >> 2); /* this thread's tile row */
+	const uint32_t a_base = smem_u32(sa) + r0 * 128;
+	const uint32_t b_base = smem_u32(sb) + c0 * 128;
 	float acc[C::ACC];
 	float tmp[FP8 ? 64 : 1];
 #pragma unroll
@@ -359,7 +366,7 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 				float sb_h[C::NH];
 #pragma unroll
 				for (int h = 0; h < C::NH; ++h)
-					sb_h[h] = slot[BM + h];
+					sb_h[h] = slot[BM + c0 / 128 + h];
 				/* per 128-channel block: fresh fp32 partial sums in tmp, then
 				 * acc += tmp * sfa[row] * sfb[block] (DeepGEMM's promotion) */
 #pragma unroll
@@ -402,7 +409,9 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 				phase ^= 1;
 			}
 		}
-		sm90_store<BM, BN>(acc, a, sc, tl, row, lane);
+		Tile mine = tl;
+		mine.n0 += c0;
+		sm90_store<BM, BN>(acc, a, sc, mine, row, lane);
 	}
 #else
 	(void)tma;

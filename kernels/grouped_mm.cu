@@ -19,7 +19,7 @@
 #define CG_NK_KN false
 
 #define CG_DEFINE_SM90(name, dt, bl, bm, bn, bk, st)                                               \
-	extern "C" __global__ void __launch_bounds__((bm / 64 + 1) * 128, 1)                      \
+	extern "C" __global__ void __launch_bounds__((CG_GMM_SM90_CONSUMERS(bm, bn) + 1) * 128, 1) \
 	    name(const __grid_constant__ CUtensorMap tma, const __grid_constant__ CUtensorMap tmb, \
 		 const cg_gmm_args args)                                                           \
 	{                                                                                          \
