@@ -88,10 +88,12 @@ static enum cg_gmm_kernel_id choose(const struct cg_gmm_problem *p, int form, in
 			   : (kn ? CG_GMM_K_cg_gmm_sm80_bf16_kn : CG_GMM_K_cg_gmm_sm80_bf16_nk);
 	/* decode-sized groups stream B: 64-row tiles, deep ring; otherwise
 	 * 128 x 256 tiles.  Decode-sized: <= 64 rows per group on average (offs),
-	 * one 128-row block per group (contiguous, psum), or at most 256 rows per
-	 * group (masked: masked_m is on the device, max_m bounds it) */
+	 * one 128-row block per group (contiguous, psum), or at most 64 rows per
+	 * group (masked: masked_m is on the device, max_m bounds it; groups of
+	 * 32-128 rows in max_m = 256 ran at 85% of HBM on 128-row tiles, which
+	 * read each expert's B once, against 73-82% on 64-row ones) */
 	const int small = form == CG_GMM_FORM_OFFS	   ? p->m <= 64 * p->g
-			  : form == CG_GMM_FORM_MASKED ? p->m <= 256
+			  : form == CG_GMM_FORM_MASKED ? p->m <= 64
 						       : p->m <= 128 * p->g;
 	/* Hopper kernels by tile (64 x 128, 64 x 256 split, 128 x 256) and kind */
 #define CG_GMM_SM90_KINDS(size)                                                    \
@@ -105,8 +107,8 @@ static enum cg_gmm_kernel_id choose(const struct cg_gmm_problem *p, int form, in
 		return sm90[2][kind];
 	/* 64 x 256 tiles on two consumers where at least one such tile per
 	 * group (or per 64 rows) and 256 columns fills every multiprocessor
-	 * (measured: 1.0-1.3x the 64 x 128 tiles on decode shapes, masked
-	 * decode 72-81% of HBM against 67-71%); else 64 x 128, twice the tiles */
+	 * (measured: 1.0-1.3x the 64 x 128 tiles on decode shapes); else
+	 * 64 x 128, twice the tiles */
 	const int64_t rows = form == CG_GMM_FORM_MASKED ? p->g : (p->m / 64 > p->g ? p->m / 64 : p->g);
 	return sm90[rows * ((p->n + 255) / 256) >= sms ? 1 : 0][kind];
 }

@@ -274,8 +274,8 @@ def cases():
             Case("bf16 masked decode G=32 max_m=256 masked_m 32..128 K=1024 N=512 " + bname, "masked", BF16,
                  bl, ragged(rng, 32, 32, 128), 1024, 512, max_m=256),
             # tiles enough for 64 x 256 split tiles (two consumers by columns), last one partial
-            Case("bf16 masked decode G=32 max_m=256 masked_m 0..128 K=1024 N=1200 " + bname, "masked", BF16,
-                 bl, ragged(rng, 32, 0, 128, 7), 1024, 1200, max_m=256),
+            Case("bf16 masked decode G=32 max_m=64 masked_m 0..64 K=1024 N=1200 " + bname, "masked", BF16,
+                 bl, ragged(rng, 32, 0, 64, 7), 1024, 1200, max_m=64),
             Case("bf16 contiguous G=64 decode 0..40 rows K=512 N=1100 " + bname, "contiguous", BF16, bl,
                  ragged(rng, 64, 0, 40, 9), 512, 1100),
         ]
@@ -317,8 +317,8 @@ def cases():
              max_m=64),
         Case("fp8 masked decode G=32 max_m=256 masked_m 32..128 K=1024 N=512 sfa MN-major", "masked", FP8, NK,
              ragged(rng, 32, 32, 128), 1024, 512, max_m=256, sfa_mn_major=True),
-        Case("fp8 masked decode G=32 max_m=256 masked_m 0..128 K=1024 N=1664 (split tiles)", "masked", FP8, NK,
-             ragged(rng, 32, 0, 128, 7), 1024, 1664, max_m=256),
+        Case("fp8 masked decode G=32 max_m=64 masked_m 0..64 K=1024 N=1664 (split tiles)", "masked", FP8, NK,
+             ragged(rng, 32, 0, 64, 7), 1024, 1664, max_m=64),
         Case("fp8 contiguous G=64 decode 0..40 rows K=768 N=1100 sfa MN-major (split tiles)", "contiguous", FP8,
              NK, ragged(rng, 64, 0, 40, 9), 768, 1100, sfa_mn_major=True),
     ]
