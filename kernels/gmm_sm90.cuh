@@ -226,8 +226,10 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 	using C = Sm90<BM, BN, BK, STAGES, FP8, NK>;
-	unsigned char *smem = reinterpret_cast<unsigned char *>(
-	    (reinterpret_cast<uintptr_t>(cg_smem) + 1023) & ~static_cast<uintptr_t>(1023));
+	/* aligned by an offset from cg_smem, not through an integer: the
+	 * compiler then knows every pointer below is shared memory (the fp8
+	 * scales and the group tables are read with LDS, not generic loads) */
+	unsigned char *smem = cg_smem + ((1024u - (smem_u32(cg_smem) & 1023u)) & 1023u);
 	unsigned char *sa = smem;
 	unsigned char *sb = smem + STAGES * C::A_BYTES;
 	uint64_t *full = reinterpret_cast<uint64_t *>(smem + STAGES * (C::A_BYTES + C::B_BYTES));
