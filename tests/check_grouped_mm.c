@@ -1,20 +1,23 @@
 /* The grouped_mm host API's problem checks, in the psum and masked forms,
- * through the ctypes entry points that libctxguard.so exports (this binary
- * runs under it).  Every case here is refused or finished before a kernel
- * or the driver is needed, so it holds with and without nvcc. */
+ * and the kernel it picks for each shape of problem, through the ctypes
+ * entry points that libctxguard.so exports (this binary runs under it, on
+ * the fake driver).  The checks hold with and without nvcc; the choice is
+ * read back from the fake's last launch where the kernels are built in. */
 #include <check.h>
 #include <dlfcn.h>
 #include <stdint.h>
 #include <string.h>
 
+#include "../kernels/gmm_kernels.h"
 #include "../kernels/grouped_mm.h"
+#include "fake/fake_api.h"
 #include "suite.h"
 
 typedef int (*masked_fn)(uint64_t, int, int, unsigned, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t,
 			 uint64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t);
 typedef const char *(*error_fn)(void);
 
-static ctxguard_gmm_flat_fn *psum;
+static ctxguard_gmm_flat_fn *psum, *offs, *contiguous;
 static masked_fn masked;
 static error_fn last_error;
 
@@ -29,6 +32,8 @@ static void resolve(void *out, const char *name)
 static void setup(void)
 {
 	resolve(&psum, "ctxguard_gmm_psum");
+	resolve(&offs, "ctxguard_gmm_offs");
+	resolve(&contiguous, "ctxguard_gmm_contiguous");
 	resolve(&masked, "ctxguard_gmm_masked");
 	resolve(&last_error, "ctxguard_gmm_last_error");
 }
@@ -96,6 +101,76 @@ START_TEST(no_rows_needs_no_operands)
 }
 END_TEST
 
+/* Which kernel each shape of problem runs on an H200 (132 multiprocessors):
+ * 64-row tiles for decode-sized groups, 256 columns wide on two consumers
+ * where such tiles fill every multiprocessor, else 128; 128 x 256 tiles
+ * otherwise, and for masked groups of more than 64 rows; the portable
+ * kernels where TMA or wgmma cannot serve. */
+static const struct choice {
+	const char *what;
+	int form; /* enum cg_gmm_form */
+	int dtype, b_layout;
+	unsigned flags;
+	int64_t m, n, k, g; /* masked: m = max_m */
+	const char *kernel;
+} choices[] = {
+    {"offs decode, 128 experts x 6 column tiles", CG_GMM_FORM_OFFS, CG_GMM_BF16, CG_GMM_B_NK, 0, 512, 1536, 2048,
+     128, "cg_gmm_sm90_bf16_nk_split"},
+    {"offs decode, 8 experts x 2 column tiles", CG_GMM_FORM_OFFS, CG_GMM_BF16, CG_GMM_B_KN, 0, 64, 384, 256, 8,
+     "cg_gmm_sm90_bf16_kn_small"},
+    {"offs prefill", CG_GMM_FORM_OFFS, CG_GMM_BF16, CG_GMM_B_KN, 0, 8192, 4096, 7168, 32,
+     "cg_gmm_sm90_bf16_kn_large"},
+    {"contiguous decode, 128-row blocks", CG_GMM_FORM_CONTIGUOUS, CG_GMM_FP8_E4M3, CG_GMM_B_NK, 0, 16384, 1536,
+     2048, 128, "cg_gmm_sm90_fp8_nk_split"},
+    {"psum prefill", CG_GMM_FORM_PSUM, CG_GMM_FP8_E4M3, CG_GMM_B_NK, 0, 32768, 1536, 2048, 128,
+     "cg_gmm_sm90_fp8_nk_large"},
+    {"masked, max_m 256", CG_GMM_FORM_MASKED, CG_GMM_BF16, CG_GMM_B_NK, 0, 256, 4096, 7168, 32,
+     "cg_gmm_sm90_bf16_nk_large"},
+    {"masked, max_m 64, 32 experts x 16 column tiles", CG_GMM_FORM_MASKED, CG_GMM_FP8_E4M3, CG_GMM_B_NK, 0, 64,
+     4096, 7168, 32, "cg_gmm_sm90_fp8_nk_split"},
+    {"masked, max_m 64, 4 experts", CG_GMM_FORM_MASKED, CG_GMM_FP8_E4M3, CG_GMM_B_NK, 0, 64, 512, 512, 4,
+     "cg_gmm_sm90_fp8_nk_small"},
+    {"forced portable", CG_GMM_FORM_OFFS, CG_GMM_BF16, CG_GMM_B_NK, CG_GMM_FORCE_PORTABLE, 512, 1536, 2048, 128,
+     "cg_gmm_sm80_bf16_nk"},
+    {"fp8 with B [G, K, N]: wgmma reads fp8 K-major only", CG_GMM_FORM_OFFS, CG_GMM_FP8_E4M3, CG_GMM_B_KN, 0,
+     8192, 4096, 7168, 32, "cg_gmm_sm80_fp8_kn"},
+};
+
+START_TEST(kernel_by_shape)
+{
+	const struct choice *c = &choices[_i];
+	CUdevice dev;
+	CUcontext ctx;
+	ck_assert_int_eq(cuInit(0), CUDA_SUCCESS);
+	ck_assert_int_eq(cuDeviceGet(&dev, 0), CUDA_SUCCESS);
+	ck_assert_int_eq(cuDevicePrimaryCtxRetain(&ctx, dev), CUDA_SUCCESS);
+	ck_assert_int_eq(cuCtxSetCurrent(ctx), CUDA_SUCCESS);
+	/* address ranges only (the fake backs nothing): sizes need not be exact */
+	CUdeviceptr a, b, d, index, sfa, sfb;
+	ck_assert_int_eq(cuMemAlloc(&a, 1 << 30), CUDA_SUCCESS);
+	ck_assert_int_eq(cuMemAlloc(&b, 1 << 30), CUDA_SUCCESS);
+	ck_assert_int_eq(cuMemAlloc(&d, 1 << 30), CUDA_SUCCESS);
+	ck_assert_int_eq(cuMemAlloc(&index, 1 << 20), CUDA_SUCCESS);
+	ck_assert_int_eq(cuMemAlloc(&sfa, 1 << 24), CUDA_SUCCESS);
+	ck_assert_int_eq(cuMemAlloc(&sfb, 1 << 24), CUDA_SUCCESS);
+	int (*init)(void);
+	resolve(&init, "ctxguard_gmm_init_default");
+	ck_assert_int_eq(init(), CUDA_SUCCESS);
+	fake_reset();
+	const int rc =
+	    c->form == CG_GMM_FORM_MASKED
+		? masked(0, c->dtype, c->b_layout, c->flags, a, b, d, index, sfa, sfb, 0, 0, 0, c->m, c->n, c->k, c->g)
+		: (c->form == CG_GMM_FORM_OFFS ? offs : c->form == CG_GMM_FORM_PSUM ? psum : contiguous)(
+		      0, c->dtype, c->b_layout, c->flags, a, b, d, index, sfa, sfb, 0, 0, c->m, c->n, c->k, c->g);
+	accepted(rc);
+	if (rc != CUDA_SUCCESS)
+		return; /* no kernels in this build */
+	struct fake_launch_info ran;
+	ck_assert_msg(fake_last_launch(&ran), "%s: nothing launched", c->what);
+	ck_assert_msg(!strcmp(ran.kernel, c->kernel), "%s: ran %s, expected %s", c->what, ran.kernel, c->kernel);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("grouped_mm");
@@ -108,5 +183,9 @@ int main(void)
 	tcase_add_test(t, masked_fp8_strides);
 	tcase_add_test(t, no_rows_needs_no_operands);
 	suite_add_tcase(s, t);
+	TCase *k = tcase_create("kernel choice");
+	tcase_add_checked_fixture(k, setup, NULL);
+	tcase_add_loop_test(k, kernel_by_shape, 0, sizeof choices / sizeof choices[0]);
+	suite_add_tcase(s, k);
 	return run_suite(s);
 }

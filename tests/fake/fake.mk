@@ -11,7 +11,8 @@ FAKE_HDRS := $(wildcard tests/fake/*.h)
 FAKE_LIB := $(BUILD)/fake/libcuda.so.1
 FAKE_TARGETS := $(FAKE_LIB) $(BUILD)/fake/libcuda.so
 
-$(FAKE_LIB): $(FAKE_SRCS) $(FAKE_HDRS) tests/fake/libcuda.map
+# fatbin.c reads the bundled kernels' table from kernels/gmm_kernels.h
+$(FAKE_LIB): $(FAKE_SRCS) $(FAKE_HDRS) tests/fake/libcuda.map kernels/gmm_kernels.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -fvisibility=default -D__CUDA_API_VERSION_INTERNAL -I$(FAKE_CUDA_INCLUDE) \
 		-shared -fPIC -Wl,-soname,libcuda.so.1 -Wl,-Bsymbolic \
