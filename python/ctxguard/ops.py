@@ -22,6 +22,7 @@ over each group's rows that these m-grouped kernels do not compute, through
 torch._grouped_mm 2D x 2D (torch's own backward for grouped_mm).
 """
 import contextlib
+import functools
 
 import torch
 
@@ -155,13 +156,18 @@ def _setup_context(ctx, inputs, output):
     ctx.save_for_backward(*inputs)
 
 
+@functools.lru_cache(maxsize=None)
+def _capability(index):
+    return torch.cuda.get_device_capability(index)
+
+
 def _zero_empty(db, offs):
     """An empty group's weight gradient is zero.  On Hopper torch's 2D x 2D
     grouped_mm writes those zeros itself (checked by tests/gpu/test_ops.py);
     elsewhere it may leave the group's output uninitialized (pytorch#172439
     on Blackwell), so the zeros are written here -- a pass over the whole
     gradient, as large as the experts' weights, which Hopper is spared."""
-    if db.device.type == "cuda" and torch.cuda.get_device_capability(db.device) == (9, 0):
+    if db.device.type == "cuda" and _capability(db.device.index) == (9, 0):
         return db
     empty = (torch.diff(offs, prepend=offs.new_zeros(1)) == 0).view(-1, 1, 1)
     return db.masked_fill_(empty, 0)
@@ -186,22 +192,40 @@ def _backward(ctx, grad):
 torch.library.register_autograd("ctxguard::grouped_mm", _backward, setup_context=_setup_context, lib=_LIB)
 
 
-def _direct(*tensors):
-    """True when a call may go straight to the kernels: plain CUDA tensors in
-    eager mode, no gradient to record, and no tracer, dispatch mode or
-    functorch transform that must see the op (those, torch.compile's fake
-    tensors and autograd take the registered op).  At decode sizes the step
-    is host-bound, and the dispatcher's Python round trips (a quarter to a
-    half of a small call's host time on H200) are then the step's time."""
+def _eager(*tensors):
+    """True when a call may bypass the dispatcher: plain CUDA tensors in
+    eager mode, and no tracer, dispatch mode or functorch transform that
+    must see the op (those and torch.compile's fake tensors take the
+    registered op).  At decode sizes the step is host-bound, and the
+    dispatcher's Python round trips (a quarter to a half of a small call's
+    host time on H200) are then the step's time."""
     return (not torch.compiler.is_compiling() and torch._C._len_torch_dispatch_stack() == 0
             and not torch._C._are_functorch_transforms_active()
-            and not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors))
             and all(type(t) is torch.Tensor and t.is_cuda for t in tensors))
 
 
+def _records_grad(*tensors):
+    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+
+
+class _GroupedMM(torch.autograd.Function):
+    """The registered op's autograd in eager mode, without its dispatcher
+    round trips (the Autograd kernel, then the redispatch to the impl)."""
+
+    @staticmethod
+    def forward(ctx, a, b, offs):
+        ctx.save_for_backward(a, b, offs)
+        return _grouped_mm_impl(a, b, offs)
+
+    backward = staticmethod(_backward)
+
+
 def _bf16(a, b, offs):
-    """ctxguard::grouped_mm, straight to the kernels where _direct allows."""
-    return (_grouped_mm_impl if _direct(a, b, offs) else _grouped_mm)(a, b, offs)
+    """ctxguard::grouped_mm, through the dispatcher only where _eager says
+    it must."""
+    if not _eager(a, b, offs):
+        return _grouped_mm(a, b, offs)
+    return (_GroupedMM.apply if _records_grad(a, b, offs) else _grouped_mm_impl)(a, b, offs)
 
 
 def _grouped_mm_fp8_impl(a, a_scale, b, b_scale, offs):
@@ -239,8 +263,8 @@ def grouped_mm(a, b, offs, out_dtype=torch.bfloat16):
 def grouped_mm_fp8(a, a_scale, b, b_scale, offs):
     """Block-scaled fp8 grouped GEMM with DeepGEMM's operands (see the module
     docstring); bf16 [M, N].  Inference only (no autograd)."""
-    return (_grouped_mm_fp8_impl if _direct(a, a_scale, b, b_scale, offs) else _grouped_mm_fp8)(
-        a, a_scale, b, b_scale, offs)
+    direct = _eager(a, a_scale, b, b_scale, offs) and not _records_grad(a, a_scale, b, b_scale, offs)
+    return (_grouped_mm_fp8_impl if direct else _grouped_mm_fp8)(a, a_scale, b, b_scale, offs)
 
 
 def quantize_fp8_rows(x):
