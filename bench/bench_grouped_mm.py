@@ -19,6 +19,14 @@ measured copy bandwidth.  Masked decode: A [G, max_m, K], masked_m uniform in
 a range, ours through the masked form against torch._grouped_mm batched over
 all max_m rows (what a caller without a masked kernel runs).
 
+DeepGEMM, when `import deep_gemm` works ($DEEPGEMM_PATH, a DeepGEMM build, is
+put first on the path; it is never required), is timed as a
+peer on the same data wherever its layouts take the problem: the balanced
+routing (its contiguous layout, the same grouped_layout as ours) and masked
+decode, bf16 and fp8, its sfa handed over in the MN-major TMA-aligned layout
+it wants (converted once, outside the timing); ratios are DeepGEMM's time
+over ours.
+
 L2 is flushed the same way before every timed call of every implementation:
 the GPU sums a 512 MB buffer, which leaves L2 holding clean unrelated lines
 (a write would leave dirty ones, whose write-back the next kernel pays) and
@@ -55,6 +63,30 @@ ROUTINGS = ("uniform", "balanced")
 SETS = 2
 ALIGN = 128
 FLUSH = None
+DG = None  # the deep_gemm module, when importable
+
+
+def load_deepgemm():
+    """deep_gemm or None, with a line saying which."""
+    if os.environ.get("DEEPGEMM_PATH"):
+        sys.path.insert(0, os.environ["DEEPGEMM_PATH"])
+    try:
+        import deep_gemm
+    except Exception as exc:  # noqa: BLE001 -- absent or built for another torch: no peer column
+        print("# DeepGEMM: not importable (%s: %s); no DeepGEMM columns" % (type(exc).__name__, exc))
+        return None
+    print("# DeepGEMM %s from %s" % (getattr(deep_gemm, "__version__", "?"), os.path.dirname(deep_gemm.__file__)))
+    return deep_gemm
+
+
+def dg_sfa(sa):
+    """sfa in DeepGEMM's MN-major TMA-aligned layout (what its kernels read;
+    given row-major it would convert on every call)."""
+    return DG.get_mn_major_tma_aligned_tensor(sa)
+
+
+def rel_err(got, ref):
+    return ((got.float() - ref).norm() / ref.norm()).item()
 
 
 def median_ms(fn, iters, warmup=3):
@@ -177,6 +209,16 @@ def bench_shape(lib, shape, kind, with_loop):
     ref, got = torch_gmm(0)[rt.valid].float(), sets[0][2][rt.valid].float()
     r["rel"] = ((got - ref).norm() / ref.norm()).item()
     r["bytes_bf16"] = 2.0 * (rt.routed * k + rt.used * n * k + rt.routed * n)
+    dg = DG is not None and rt.form == "contiguous"
+    if dg:
+        def dg_bf16(i):
+            a, w, d = sets[i]
+            DG.m_grouped_bf16_gemm_nt_contiguous(a, w, d, rt.index)
+
+        r["dg_bf16"] = median_ms(dg_bf16, 30)
+        sets[0][2].fill_(float("nan"))  # only what DeepGEMM writes counts
+        dg_bf16(0)
+        r["dg_rel"] = rel_err(sets[0][2][rt.valid], ref)
     if rt.psum is not None:
         def ours_psum(i):
             a, w, d = sets[i]
@@ -196,6 +238,20 @@ def bench_shape(lib, shape, kind, with_loop):
         call_ours(lib, rt.form, FP8, aq, wq, d, rt.index, sa, sb, rt.m, n, k, e)
 
     r["fp8"] = median_ms(ours_fp8, 30)
+    if dg:
+        ours_fp8(0)
+        ref8 = fsets[0][4][rt.valid].float()
+        dg_sets = [(aq, dg_sfa(sa), wq, sb, d) for aq, sa, wq, sb, d in fsets]
+
+        def dg_fp8(i):
+            aq, sa, wq, sb, d = dg_sets[i]
+            DG.m_grouped_fp8_gemm_nt_contiguous((aq, sa), (wq, sb), d, rt.index)
+
+        r["dg_fp8"] = median_ms(dg_fp8, 30)
+        dg_sets[0][4].fill_(float("nan"))
+        dg_fp8(0)
+        r["dg_rel8"] = rel_err(dg_sets[0][4][rt.valid], ref8)  # against ours: same quantized operands
+        del dg_sets
     if rt.psum is not None:
         def ours_fp8_psum(i):
             aq, sa, wq, sb, d = fsets[i]
@@ -236,6 +292,12 @@ def bench_masked(lib, spec):
         print("# %s: torch._grouped_mm batched: %s" % (name, exc))
         r["torch"] = None
     r["bytes_bf16"] = 2.0 * (routed * k + g * n * k + routed * n)
+    if DG is not None:
+        def dg_bf16(i):
+            a, w, d = sets[i]
+            DG.m_grouped_bf16_gemm_nt_masked(a.view(g, max_m, k), w, d.view(g, max_m, n), index, max(1, routed // g))
+
+        r["dg_bf16"] = median_ms(dg_bf16, 30)
     del sets
     fsets = fp8_sets(m, g, k, n)
 
@@ -246,6 +308,24 @@ def bench_masked(lib, spec):
     r["fp8"] = median_ms(ours_fp8, 30)
     kb, nb = (k + 127) // 128, (n + 127) // 128
     r["bytes_fp8"] = routed * k + g * n * k + 2.0 * routed * n + 4.0 * (routed * kb + g * nb * kb)
+    if DG is not None:
+        # expected_m: DeepGEMM's tile hint, the mean of masked_m
+        expected = max(1, routed // g)
+        dg_sets = [(aq.view(g, max_m, k), dg_sfa(sa.view(g, max_m, kb)), wq, sb, d.view(g, max_m, n))
+                   for aq, sa, wq, sb, d in fsets]
+
+        def dg_fp8(i):
+            aq, sa, wq, sb, d = dg_sets[i]
+            DG.m_grouped_fp8_gemm_nt_masked((aq, sa), (wq, sb), d, index, expected)
+
+        r["dg_fp8"] = median_ms(dg_fp8, 30)
+        valid = (torch.arange(max_m, device="cuda").view(1, max_m) < index.view(g, 1)).view(-1)
+        ours_fp8(0)
+        ref8 = fsets[0][4][valid].float()
+        fsets[0][4].fill_(float("nan"))  # only what DeepGEMM writes counts
+        dg_fp8(0)
+        r["dg_rel8"] = rel_err(fsets[0][4][valid], ref8)
+        del dg_sets
     del fsets
     torch.cuda.empty_cache()
     return r
@@ -286,6 +366,25 @@ def report(results, masked, bw):
                           pct(r["bytes_bf16"], r["bf16"], bw), "%.3f" % t if t else "-",
                           "%.2fx" % (t / r["bf16"]) if t else "-", "%.3f" % r["fp8"],
                           "%.0f" % (fl / r["fp8"] / 1e9), pct(r["bytes_fp8"], r["fp8"], bw)))
+    peers = [r for r in results + masked if "dg_bf16" in r]
+    if peers:
+        print()
+        dfmt = "%-46s %9s %9s %8s %9s %9s %8s %9s"
+        print(dfmt % ("DeepGEMM on the same data", "DG bf16", "ours", "DG/ours", "DG fp8", "ours", "DG/ours",
+                      "DG TF/s"))
+        for r in peers:
+            fl = r["flops"]
+            print(dfmt % ((r["kind"] + " " + r["name"]) if "kind" in r else r["name"], "%.3f" % r["dg_bf16"],
+                          "%.3f" % r["bf16"], "%.2f" % (r["dg_bf16"] / r["bf16"]), "%.3f" % r["dg_fp8"],
+                          "%.3f" % r["fp8"], "%.2f" % (r["dg_fp8"] / r["fp8"]),
+                          "%.0f/%.0f" % (fl / r["dg_bf16"] / 1e9, fl / r["dg_fp8"] / 1e9)))
+        rels = ["%.1e/%.1e" % (r["dg_rel"], r["dg_rel8"]) for r in peers if "dg_rel" in r]
+        print("# DeepGEMM outputs: bf16 against torch, fp8 against ours (rel): %s; masked fp8: %s"
+              % (" ".join(rels), " ".join("%.1e" % r["dg_rel8"] for r in peers if "dg_rel" not in r)))
+        worst8 = min(r["dg_fp8"] / r["fp8"] for r in peers)
+        worst16 = min(r["dg_bf16"] / r["bf16"] for r in peers)
+        print("summary DeepGEMM: ours at %.2fx of its fp8 speed and %.2fx of its bf16 speed at worst "
+              "(targets >= 0.95x, >= 1.00x)" % (worst8, worst16))
     print()
     for kind in ROUTINGS:
         rs = [r for r in results if r["kind"] == kind]
@@ -318,6 +417,8 @@ def main():
     if args.profile:
         profile(lib, shapes, kinds)
         return
+    global DG
+    DG = load_deepgemm()
     tflops_ceiling, bw = ceilings()
     print("# %s, library %s" % (torch.cuda.get_device_name(), path))
     print("# measured: bf16 mm 8192^3 %.0f TF/s, copy %.0f GB/s (read + write)" % (tflops_ceiling, bw))
