@@ -214,7 +214,7 @@ class _GroupedMM(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, a, b, offs):
-        ctx.save_for_backward(a, b, offs)
+        _setup_context(ctx, (a, b, offs), None)
         return _grouped_mm_impl(a, b, offs)
 
     backward = staticmethod(_backward)
