@@ -83,12 +83,22 @@ __device__ __forceinline__ void prefetch_tensormap(const CUtensorMap *map)
 	asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
 }
 
-/* wgmma shared-memory descriptor, 128-byte swizzle; byte offsets in 16s. */
-__device__ __forceinline__ uint64_t smem_desc(uint32_t addr, uint32_t lbo, uint32_t sbo)
-{
-	return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | static_cast<uint64_t>(lbo >> 4) << 16 |
-	       static_cast<uint64_t>(sbo >> 4) << 32 | 1ull << 62;
-}
+/* wgmma shared-memory descriptor, 128-byte swizzle, built once; at(bytes)
+ * is the descriptor that many bytes further (a 32-bit add to the address
+ * field, which cannot carry: shared addresses stay below 256 KB). */
+struct Desc {
+	uint32_t lo, hi;
+
+	__device__ __forceinline__ Desc(uint32_t addr, uint32_t lbo, uint32_t sbo)
+		: lo(((addr & 0x3FFFF) >> 4) | (lbo >> 4) << 16), hi((sbo >> 4) | 1u << 30)
+	{
+	}
+
+	__device__ __forceinline__ uint64_t at(uint32_t bytes) const
+	{
+		return static_cast<uint64_t>(hi) << 32 | (lo + (bytes >> 4));
+	}
+};
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
@@ -149,6 +159,30 @@ __device__ __forceinline__ void wgmma_fp8(float (&d)[64], uint64_t da, uint64_t 
 		     "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 " CG_R64 ", %64, %65, p, 1, 1;\n}\n"
 		     : CG_F64(d, 0)
 		     : "l"(da), "l"(db), "r"(scale_d));
+}
+
+/* The ring restarts at stage 0 with every tile, so that the k-loop unrolled
+ * over the stages knows each stage at compile time; stages a short tile
+ * leaves unused keep their own parity (bit s of parity). */
+template <int STAGES, class S, class F>
+__device__ __forceinline__ void produce(const S &sc, int k_iters, uint64_t *empty, F fill)
+{
+	uint32_t parity = 0;
+	for (int t = blockIdx.x; t < sc.total(); t += gridDim.x) {
+		Tile tl;
+		if (!sc.tile(t, tl))
+			continue;
+		for (int kb0 = 0; kb0 < k_iters; kb0 += STAGES) {
+#pragma unroll
+			for (int s = 0; s < STAGES; ++s) {
+				if (kb0 + s < k_iters) {
+					mbar_wait(&empty[s], ((parity >> s) & 1) ^ 1);
+					fill(tl, kb0 + s, s);
+					parity ^= 1u << s;
+				}
+			}
+		}
+	}
 }
 
 template <int BM, int BN, int BK, int STAGES, bool FP8, bool NK>
@@ -264,63 +298,33 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 		const int warp = threadIdx.x >> 5;
 		if (warp == 0 && lane == 0) {
 			/* TMA: A and B tiles of each k-step */
-			int stage = 0;
-			uint32_t phase = 0;
-			for (int t = blockIdx.x; t < total; t += gridDim.x) {
-				Tile tl;
-				if (!sc.tile(t, tl))
-					continue;
-				for (int kb = 0; kb < k_iters; ++kb) {
-					mbar_wait(&empty[stage], phase ^ 1);
-					mbar_expect_tx(&full[stage], C::A_BYTES + C::B_BYTES);
-					const int k0 = kb * BK;
-					tma_load_2d(sa + stage * C::A_BYTES, &tma, &full[stage], k0, tl.m0);
-					if (NK) {
-						tma_load_3d(sb + stage * C::B_BYTES, &tmb, &full[stage], k0, tl.n0, tl.g);
-					} else {
+			produce<STAGES>(sc, k_iters, empty, [&](const Tile &tl, int kb, int stage) {
+				mbar_expect_tx(&full[stage], C::A_BYTES + C::B_BYTES);
+				const int k0 = kb * BK;
+				tma_load_2d(sa + stage * C::A_BYTES, &tma, &full[stage], k0, tl.m0);
+				if (NK) {
+					tma_load_3d(sb + stage * C::B_BYTES, &tmb, &full[stage], k0, tl.n0, tl.g);
+				} else {
 #pragma unroll
-						for (int j = 0; j < BN / 64; ++j)
-							tma_load_3d(sb + stage * C::B_BYTES + j * 64 * BK * 2, &tmb,
-								    &full[stage], tl.n0 + 64 * j, k0, tl.g);
-					}
-					if (++stage == STAGES) {
-						stage = 0;
-						phase ^= 1;
-					}
+					for (int j = 0; j < BN / 64; ++j)
+						tma_load_3d(sb + stage * C::B_BYTES + j * 64 * BK * 2, &tmb, &full[stage],
+							    tl.n0 + 64 * j, k0, tl.g);
 				}
-			}
+			});
 		} else if (FP8 && warp == 1) {
-			/* fp8 scales of each k-step into the stage's slot, copied
-			 * asynchronously so that this warp runs ahead like the TMA */
 			const int nbn = (a.n + 127) / 128, kbn = (a.k + 127) / 128;
-			int stage = 0;
-			uint32_t phase = 0;
-			for (int t = blockIdx.x; t < total; t += gridDim.x) {
-				Tile tl;
-				if (!sc.tile(t, tl))
-					continue;
+			produce<STAGES>(sc, k_iters, empty, [&](const Tile &tl, int kb, int stage) {
 				const float *sfb = a.sfb + (static_cast<size_t>(tl.g) * nbn +
 							    min(tl.n0 / 128 + min(lane, C::NSB - 1), nbn - 1)) * kbn;
-				/* rows past the tile's last (never stored) read that row's scale:
-				 * in masked form the next rows may lie past the allocation */
-				const float *sfa = a.sfa + tl.g * a.sfa_sg + tl.m0 * a.sfa_sm;
-				for (int kb = 0; kb < k_iters; ++kb) {
-					mbar_wait(&empty[stage], phase ^ 1);
-					float *slot = scales + stage * C::SLOT;
-					const float *sfa_kb = sfa + kb * a.sfa_sk;
+				const float *sfa = a.sfa + tl.g * a.sfa_sg + tl.m0 * a.sfa_sm + kb * a.sfa_sk;
+				float *slot = scales + stage * C::SLOT;
 #pragma unroll
-					for (int i = 0; i < BM / 32; ++i)
-						cp_async_4(slot + i * 32 + lane,
-							   sfa_kb + min(i * 32 + lane, tl.rows - 1) * a.sfa_sm);
-					if (lane < C::NSB)
-						cp_async_4(slot + BM + lane, sfb + kb);
-					cp_async_arrive(&full[stage]);
-					if (++stage == STAGES) {
-						stage = 0;
-						phase ^= 1;
-					}
-				}
-			}
+				for (int i = 0; i < BM / 32; ++i)
+					cp_async_4(slot + i * 32 + lane, sfa + min(i * 32 + lane, tl.rows - 1) * a.sfa_sm);
+				if (lane < C::NSB)
+					cp_async_4(slot + BM + lane, sfb + kb);
+				cp_async_arrive(&full[stage]);
+			});
 		}
 		return;
 	}
@@ -335,15 +339,14 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 	const int cw = wg - 1;
 	const int r0 = C::ROW_SPLIT ? cw * 64 : 0, c0 = C::ROW_SPLIT ? 0 : cw * C::WN;
 	const int row = r0 + ((threadIdx.x >> 5) & 3) * 16 + (lane >> 2); /* this thread's tile row */
-	const uint32_t a_base = smem_u32(sa) + r0 * 128;
-	const uint32_t b_base = smem_u32(sb) + c0 * 128;
+	const Desc a_desc(smem_u32(sa) + r0 * 128, 16, 1024);
+	const Desc b_desc(smem_u32(sb) + c0 * 128, NK ? 16 : BK * 128, 1024);
 	float acc[C::ACC];
 	float tmp[FP8 ? 64 : 1];
 #pragma unroll
 	for (int i = 0; i < (FP8 ? 64 : 1); ++i)
 		tmp[i] = 0.f;
-	int stage = 0;
-	uint32_t phase = 0;
+	uint32_t parity = 0;
 
 	for (int t = blockIdx.x; t < total; t += gridDim.x) {
 		Tile tl;
@@ -358,10 +361,15 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 			for (int i = 0; i < C::ACC; ++i)
 				acc[i] = 0.f;
 		}
-		for (int kb = 0; kb < k_iters; ++kb) {
-			mbar_wait(&full[stage], phase);
-			const uint32_t ad = a_base + stage * C::A_BYTES;
-			const uint32_t bd = b_base + stage * C::B_BYTES;
+		for (int kb0 = 0; kb0 < k_iters; kb0 += STAGES) {
+#pragma unroll
+		for (int stage = 0; stage < STAGES; ++stage) {
+			const int kb = kb0 + stage;
+			if (kb >= k_iters)
+				break;
+			mbar_wait(&full[stage], (parity >> stage) & 1);
+			parity ^= 1u << stage;
+			const uint32_t ad = stage * C::A_BYTES, bd = stage * C::B_BYTES;
 			if constexpr (FP8) {
 				const float *slot = scales + stage * C::SLOT;
 				const float sa_0 = slot[row], sa_1 = slot[row + 8];
@@ -376,8 +384,8 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 					wgmma_fence();
 #pragma unroll
 					for (int k = 0; k < BK / 32; ++k)
-						wgmma_fp8(tmp, smem_desc(ad + k * 32, 16, 1024),
-							  smem_desc(bd + h * 128 * 128 + k * 32, 16, 1024), k != 0);
+						wgmma_fp8(tmp, a_desc.at(ad + k * 32), b_desc.at(bd + h * 128 * 128 + k * 32),
+							  k != 0);
 					wgmma_commit();
 					wgmma_wait_all();
 					fence_regs(tmp);
@@ -395,9 +403,7 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 				wgmma_fence();
 #pragma unroll
 				for (int k = 0; k < BK / 16; ++k)
-					wgmma_bf16<NK ? 0 : 1>(acc, smem_desc(ad + k * 32, 16, 1024),
-							       NK ? smem_desc(bd + k * 32, 16, 1024)
-								  : smem_desc(bd + k * 2048, BK * 128, 1024),
+					wgmma_bf16<NK ? 0 : 1>(acc, a_desc.at(ad + k * 32), b_desc.at(bd + k * (NK ? 32 : 2048)),
 							       (kb | k) != 0);
 				wgmma_commit();
 				wgmma_wait_all();
@@ -406,10 +412,7 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 				if (lane == 0)
 					mbar_arrive(&empty[stage]);
 			}
-			if (++stage == STAGES) {
-				stage = 0;
-				phase ^= 1;
-			}
+		}
 		}
 		Tile mine = tl;
 		mine.n0 += c0;
