@@ -24,6 +24,7 @@ struct cg_gmm_kernel_info {
 	int fp8;
 	int kn;    /* B in [G, K, N] */
 	int bm, bn, bk, stages;
+	int tma_epi; /* SM90 epilogue through TMA stores (gmm_kernels.h) */
 };
 extern const struct cg_gmm_kernel_info cg_gmm_kernel_info[CG_GMM_NKERNELS];
 
@@ -34,7 +35,7 @@ static inline int cg_gmm_kernel_threads(const struct cg_gmm_kernel_info *k)
 
 static inline unsigned cg_gmm_kernel_smem(const struct cg_gmm_kernel_info *k, int form, int g)
 {
-	return k->sm90 ? cg_gmm_sm90_smem(k->fp8 ? 1 : 2, k->bm, k->bn, k->bk, k->stages, form, g)
+	return k->sm90 ? cg_gmm_sm90_smem(k->fp8 ? 1 : 2, k->bm, k->bn, k->bk, k->stages, k->tma_epi, form, g)
 		       : cg_gmm_sm80_smem(k->bm, k->bn, k->bk, form, g);
 }
 

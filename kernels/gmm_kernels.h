@@ -10,28 +10,31 @@
 #define CG_HD
 #endif
 
-/* X(name, impl, dtype, b_layout, bm, bn, bk, stages)
+/* X(name, impl, dtype, b_layout, bm, bn, bk, stages, epilogue)
  *   impl SM90: TMA + wgmma, warp-specialized, persistent; one producer
  *              warpgroup and CG_GMM_SM90_CONSUMERS(bm, bn) consumer
  *              warpgroups; stages-deep ring.
  *   impl SM80: mma.sync, 256 threads, portable to every GPU from sm_80.
+ *   epilogue TMA: D through a shared-memory tile and TMA stores, which
+ *              drain while the next tile computes (SM90, where the ring
+ *              leaves room for bm x bn of bf16); REG: stores from registers.
  * 64-row tiles serve decode-sized groups: "split" ones (two consumers side by
  * side) where there are tiles enough for every multiprocessor, "small" ones
  * (one consumer, twice the tiles) below that; "large" ones serve prefill. */
-#define CG_GMM_KERNELS(X)                                              \
-	X(cg_gmm_sm90_bf16_nk_small, SM90, BF16, NK, 64, 128, 64, 8)   \
-	X(cg_gmm_sm90_bf16_kn_small, SM90, BF16, KN, 64, 128, 64, 8)   \
-	X(cg_gmm_sm90_bf16_nk_split, SM90, BF16, NK, 64, 256, 64, 5)  \
-	X(cg_gmm_sm90_bf16_kn_split, SM90, BF16, KN, 64, 256, 64, 5)  \
-	X(cg_gmm_sm90_bf16_nk_large, SM90, BF16, NK, 128, 256, 64, 4)  \
-	X(cg_gmm_sm90_bf16_kn_large, SM90, BF16, KN, 128, 256, 64, 4)  \
-	X(cg_gmm_sm90_fp8_nk_small, SM90, FP8, NK, 64, 128, 128, 8)    \
-	X(cg_gmm_sm90_fp8_nk_split, SM90, FP8, NK, 64, 256, 128, 5)   \
-	X(cg_gmm_sm90_fp8_nk_large, SM90, FP8, NK, 128, 256, 128, 4)   \
-	X(cg_gmm_sm80_bf16_nk, SM80, BF16, NK, 128, 128, 32, 1)        \
-	X(cg_gmm_sm80_bf16_kn, SM80, BF16, KN, 128, 128, 32, 1)        \
-	X(cg_gmm_sm80_fp8_nk, SM80, FP8, NK, 128, 128, 32, 1)          \
-	X(cg_gmm_sm80_fp8_kn, SM80, FP8, KN, 128, 128, 32, 1)
+#define CG_GMM_KERNELS(X)                                                  \
+	X(cg_gmm_sm90_bf16_nk_small, SM90, BF16, NK, 64, 128, 64, 8, REG)  \
+	X(cg_gmm_sm90_bf16_kn_small, SM90, BF16, KN, 64, 128, 64, 8, REG)  \
+	X(cg_gmm_sm90_bf16_nk_split, SM90, BF16, NK, 64, 256, 64, 5, REG)  \
+	X(cg_gmm_sm90_bf16_kn_split, SM90, BF16, KN, 64, 256, 64, 5, REG)  \
+	X(cg_gmm_sm90_bf16_nk_large, SM90, BF16, NK, 128, 256, 64, 4, REG) \
+	X(cg_gmm_sm90_bf16_kn_large, SM90, BF16, KN, 128, 256, 64, 4, REG) \
+	X(cg_gmm_sm90_fp8_nk_small, SM90, FP8, NK, 64, 128, 128, 8, REG)   \
+	X(cg_gmm_sm90_fp8_nk_split, SM90, FP8, NK, 64, 256, 128, 5, REG)   \
+	X(cg_gmm_sm90_fp8_nk_large, SM90, FP8, NK, 128, 256, 128, 3, TMA)  \
+	X(cg_gmm_sm80_bf16_nk, SM80, BF16, NK, 128, 128, 32, 1, REG)       \
+	X(cg_gmm_sm80_bf16_kn, SM80, BF16, KN, 128, 128, 32, 1, REG)       \
+	X(cg_gmm_sm80_fp8_nk, SM80, FP8, NK, 128, 128, 32, 1, REG)         \
+	X(cg_gmm_sm80_fp8_kn, SM80, FP8, KN, 128, 128, 32, 1, REG)
 
 /* SM90 consumer warpgroups: each computes 64 rows; a 64-row tile wider than
  * 128 columns is split by columns (128 each), so that decode-sized groups,
@@ -39,7 +42,7 @@
 #define CG_GMM_SM90_CONSUMERS(bm, bn) ((bm) > 64 ? (bm) / 64 : (bn) / 128)
 
 enum cg_gmm_kernel_id {
-#define CG_GMM_KERNEL_ID(name, impl, dt, bl, bm, bn, bk, st) CG_GMM_K_##name,
+#define CG_GMM_KERNEL_ID(name, impl, dt, bl, bm, bn, bk, st, epi) CG_GMM_K_##name,
 	CG_GMM_KERNELS(CG_GMM_KERNEL_ID)
 #undef CG_GMM_KERNEL_ID
 	CG_GMM_NKERNELS
@@ -69,6 +72,7 @@ CG_HD static inline int cg_gmm_form_has_tables(int form)
 #define CG_GMM_ARG_VEC_B 2   /* B rows along the contiguous dim, likewise */
 #define CG_GMM_ARG_D_PAIR 4  /* D: 4-byte stores of 2 elements */
 #define CG_GMM_ARG_D_QUAD 8  /* D: 8-byte stores of 4 elements */
+#define CG_GMM_ARG_D_TMA 16  /* D: TMA stores (the kernel's epilogue, D aligned) */
 
 /* Groups the range forms keep in shared memory (row ranges, tile prefix). */
 #define CG_GMM_MAX_OFFS_GROUPS 1024
@@ -93,7 +97,8 @@ struct cg_gmm_args {
 
 /* Shared-memory layout sizes; the kernels carve the same regions in this
  * order: 1024 bytes of alignment slack (SM90 swizzled tiles), the tile
- * buffers, the mbarriers, the fp8 scales, the group tables. */
+ * buffers, the D tile of a TMA epilogue, the mbarriers, the fp8 scales, the
+ * group tables. */
 CG_HD static inline unsigned cg_gmm_tables_bytes(int form, int g)
 {
 	/* pre[g + 1], start[g], end[g], 32 warp-chunk totals */
@@ -105,10 +110,13 @@ CG_HD static inline unsigned cg_gmm_sm90_ring_bytes(int esize, int bm, int bn, i
 	return (unsigned)((bm + bn) * bk * esize * stages);
 }
 
-/* esize 1 (fp8) adds each stage's scales: sfa[bm], sfb[bn/128], padded */
-CG_HD static inline unsigned cg_gmm_sm90_smem(int esize, int bm, int bn, int bk, int stages, int form, int g)
+/* esize 1 (fp8) adds each stage's scales: sfa[bm], sfb[bn/128], padded;
+ * a TMA epilogue its bm x bn bf16 tile */
+CG_HD static inline unsigned cg_gmm_sm90_smem(int esize, int bm, int bn, int bk, int stages, int tma_epi, int form,
+					      int g)
 {
-	return 1024u + cg_gmm_sm90_ring_bytes(esize, bm, bn, bk, stages) + (unsigned)(2 * stages * 8) +
+	return 1024u + cg_gmm_sm90_ring_bytes(esize, bm, bn, bk, stages) + (tma_epi ? (unsigned)(bm * bn * 2) : 0u) +
+	       (unsigned)(2 * stages * 8) +
 	       (esize == 1 ? (unsigned)(stages * (bm + 4) * 4) : 0u) + cg_gmm_tables_bytes(form, g);
 }
 

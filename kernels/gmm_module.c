@@ -16,10 +16,12 @@
 #define CG_GMM_FP8_BF16 0
 #define CG_GMM_KN_KN 1
 #define CG_GMM_KN_NK 0
+#define CG_GMM_EPI_TMA 1
+#define CG_GMM_EPI_REG 0
 
 const struct cg_gmm_kernel_info cg_gmm_kernel_info[CG_GMM_NKERNELS] = {
-#define CG_GMM_INFO(name, impl, dt, bl, bm, bn, bk, st) \
-	{#name, CG_GMM_SM90_##impl, CG_GMM_FP8_##dt, CG_GMM_KN_##bl, bm, bn, bk, st},
+#define CG_GMM_INFO(name, impl, dt, bl, bm, bn, bk, st, epi) \
+	{#name, CG_GMM_SM90_##impl, CG_GMM_FP8_##dt, CG_GMM_KN_##bl, bm, bn, bk, st, CG_GMM_EPI_##epi},
 	CG_GMM_KERNELS(CG_GMM_INFO)
 #undef CG_GMM_INFO
 };

@@ -78,6 +78,38 @@ __device__ __forceinline__ void cp_async_arrive(uint64_t *bar)
 	asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(smem_u32(bar)) : "memory");
 }
 
+/* Shared -> global TMA store of one box, in the thread's bulk group. */
+__device__ __forceinline__ void tma_store_2d(const CUtensorMap *map, const void *src, int c0, int c1)
+{
+	asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [%0, {%2, %3}], [%1];" ::"l"(
+			     reinterpret_cast<uint64_t>(map)),
+		     "r"(smem_u32(src)), "r"(c0), "r"(c1)
+		     : "memory");
+}
+
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+
+/* the thread's TMA stores have read their shared memory / are complete */
+__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
+__device__ __forceinline__ void bulk_wait() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
+
+/* this thread's shared-memory writes become visible to TMA (async proxy) */
+__device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+
+/* Barrier id over the 128 threads of one warpgroup, and-reducing p. */
+__device__ __forceinline__ bool wg_all(int id, bool p)
+{
+	uint32_t r;
+	asm volatile("{\n.reg .pred p, q;\nsetp.ne.u32 q, %1, 0;\nbar.red.and.pred p, %2, 128, q;\n"
+		     "selp.u32 %0, 1, 0, p;\n}\n"
+		     : "=r"(r)
+		     : "r"(static_cast<uint32_t>(p)), "r"(id)
+		     : "memory");
+	return r;
+}
+
+__device__ __forceinline__ void wg_sync(int id) { asm volatile("bar.sync %0, 128;" ::"r"(id) : "memory"); }
+
 __device__ __forceinline__ void prefetch_tensormap(const CUtensorMap *map)
 {
 	asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
@@ -253,10 +285,50 @@ __device__ __forceinline__ void sm90_store(const float (&acc)[ACC], const cg_gmm
 			}
 }
 
+/* The same rows through shared memory and TMA stores, for a consumer
+ * warpgroup whose 64 rows are all written (else false, and nothing done):
+ * its 64 x WN share of the tile as WN/64 boxes of 64 x 64 in buf, 128-byte
+ * rows with the 128-byte swizzle (16-byte chunk c of row r at c ^ (r & 7):
+ * a warp's 8 rows then hit 8 distinct bank groups).  One thread issues the
+ * stores and returns without waiting for them: they drain while the next
+ * tile computes; the next epilogue waits until they have read buf. */
+template <int BM, int BN, int ACC>
+__device__ __forceinline__ bool sm90_store_tma(const float (&acc)[ACC], const CUtensorMap &tmd, const Sched<BM, BN> &sc,
+					       const Tile &tl, int row, int lane, int cw, unsigned char *buf)
+{
+	const bool leader = (threadIdx.x & 127) == 0;
+	if (leader)
+		bulk_wait_read();
+	/* also the barrier after which buf is free */
+	if (!wg_all(1 + cw, sc.row_ok(tl, row) && sc.row_ok(tl, row + 8)))
+		return false;
+	const int q = lane & 3, r = row & 63;
+#pragma unroll
+	for (int j = 0; j < ACC / 4; ++j)
+#pragma unroll
+		for (int h = 0; h < 2; ++h) {
+			const int rr = r + 8 * h;
+			const uint32_t off = (j / 8) * 8192 + rr * 128 + (((j & 7) ^ (rr & 7)) << 4) + 4 * q;
+			asm volatile("st.shared.b32 [%0], %1;" ::"r"(smem_u32(buf) + off),
+				     "r"(pack_bf16(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]))
+				     : "memory");
+		}
+	fence_async_shared();
+	wg_sync(1 + cw);
+	if (leader) {
+#pragma unroll
+		for (int b = 0; b < ACC / 32; ++b)
+			tma_store_2d(&tmd, buf + b * 8192, tl.n0 + 64 * b, tl.m0 + (row & ~63));
+		bulk_commit();
+	}
+	return true;
+}
+
 extern __shared__ __align__(16) unsigned char cg_smem[];
 
-template <int BM, int BN, int BK, int STAGES, bool FP8, bool NK>
-__device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensorMap &tmb, const cg_gmm_args &a)
+template <int BM, int BN, int BK, int STAGES, bool FP8, bool NK, bool EPI_TMA>
+__device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensorMap &tmb, const CUtensorMap &tmd,
+					  const cg_gmm_args &a)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 	using C = Sm90<BM, BN, BK, STAGES, FP8, NK>;
@@ -266,7 +338,9 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 	unsigned char *smem = cg_smem + ((1024u - (smem_u32(cg_smem) & 1023u)) & 1023u);
 	unsigned char *sa = smem;
 	unsigned char *sb = smem + STAGES * C::A_BYTES;
-	uint64_t *full = reinterpret_cast<uint64_t *>(smem + STAGES * (C::A_BYTES + C::B_BYTES));
+	/* the TMA epilogue's D tile: 64 x WN bf16 per consumer warpgroup */
+	unsigned char *sd = smem + STAGES * (C::A_BYTES + C::B_BYTES);
+	uint64_t *full = reinterpret_cast<uint64_t *>(sd + (EPI_TMA ? BM * BN * 2 : 0));
 	uint64_t *empty = full + STAGES;
 	float *scales = reinterpret_cast<float *>(empty + STAGES);
 	int *tab = reinterpret_cast<int *>(scales + STAGES * C::SLOT);
@@ -276,6 +350,8 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 	if (threadIdx.x == 0) {
 		prefetch_tensormap(&tma);
 		prefetch_tensormap(&tmb);
+		if (EPI_TMA && (a.flags & CG_GMM_ARG_D_TMA))
+			prefetch_tensormap(&tmd);
 		for (int s = 0; s < STAGES; ++s) {
 			mbar_init(&full[s], C::FULL_ARRIVALS);
 			mbar_init(&empty[s], C::NC * 4); /* one arrival per consumer warp */
@@ -416,11 +492,16 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 		}
 		Tile mine = tl;
 		mine.n0 += c0;
-		sm90_store<BM, BN>(acc, a, sc, mine, row, lane);
+		if (!EPI_TMA || !(a.flags & CG_GMM_ARG_D_TMA) ||
+		    !sm90_store_tma<BM, BN>(acc, tmd, sc, mine, row, lane, cw, sd + cw * 64 * C::WN * 2))
+			sm90_store<BM, BN>(acc, a, sc, mine, row, lane);
 	}
+	if (EPI_TMA && (threadIdx.x & 127) == 0)
+		bulk_wait(); /* the stores read shared memory until they complete */
 #else
 	(void)tma;
 	(void)tmb;
+	(void)tmd;
 	(void)a;
 	__trap(); /* the host launches these only on sm_90 */
 #endif

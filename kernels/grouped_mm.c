@@ -113,13 +113,13 @@ static enum cg_gmm_kernel_id choose(const struct cg_gmm_problem *p, int form, in
 	return sm90[rows * ((p->n + 255) / 256) >= sms ? 1 : 0][kind];
 }
 
-static CUresult encode(const struct cg_gmm_driver *drv, CUtensorMap *map, const char *what, int fp8,
+static CUresult encode(const struct cg_gmm_driver *drv, CUtensorMap *map, const char *what, CUtensorMapDataType type,
 		       cuuint32_t rank, CUdeviceptr base, const cuuint64_t *dims, const cuuint64_t *strides,
 		       const cuuint32_t *box)
 {
 	static const cuuint32_t unit[3] = {1, 1, 1};
 	const CUresult r = drv->cuTensorMapEncodeTiled(
-	    map, fp8 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, rank,
+	    map, type, rank,
 	    (void *)(uintptr_t)base, dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
 	    CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 	return r == CUDA_SUCCESS ? r : cg_gmm_fail(r, "grouped_mm: cuTensorMapEncodeTiled(%s) failed", what);
@@ -127,25 +127,35 @@ static CUresult encode(const struct cg_gmm_driver *drv, CUtensorMap *map, const 
 
 /* A [rows, k] in (bm x bk) boxes; B [g, n, k] in (bn x bk) boxes or
  * [g, k, n] in (bk x 64) boxes; out-of-range rows and channels read as
- * zeros. */
+ * zeros.  D [rows, n] in 64 x 64 boxes where the epilogue stores through
+ * TMA (CG_GMM_ARG_D_TMA); out-of-range parts of a box are not written. */
 static CUresult tensor_maps(const struct cg_gmm_driver *drv, const struct cg_gmm_problem *p, int64_t rows,
-			    const struct cg_gmm_kernel_info *k, CUtensorMap *ta, CUtensorMap *tb)
+			    const struct cg_gmm_kernel_info *k, unsigned flags, CUtensorMap *ta, CUtensorMap *tb,
+			    CUtensorMap *td)
 {
 	const cuuint64_t esz = k->fp8 ? 1 : 2;
+	const CUtensorMapDataType type = k->fp8 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
 	const cuuint64_t m = (cuuint64_t)rows, n = (cuuint64_t)p->n, kk = (cuuint64_t)p->k, g = (cuuint64_t)p->g;
 	const cuuint64_t a_dims[2] = {kk, m}, a_strides[1] = {kk * esz};
 	const cuuint32_t a_box[2] = {(cuuint32_t)k->bk, (cuuint32_t)k->bm};
-	CUresult r = encode(drv, ta, "A", k->fp8, 2, p->a, a_dims, a_strides, a_box);
+	CUresult r = encode(drv, ta, "A", type, 2, p->a, a_dims, a_strides, a_box);
 	if (r != CUDA_SUCCESS)
 		return r;
+	if (flags & CG_GMM_ARG_D_TMA) {
+		const cuuint64_t d_dims[2] = {n, m}, d_strides[1] = {n * 2};
+		const cuuint32_t d_box[2] = {64, 64};
+		r = encode(drv, td, "D", CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, p->d, d_dims, d_strides, d_box);
+		if (r != CUDA_SUCCESS)
+			return r;
+	}
 	if (k->kn) {
 		const cuuint64_t dims[3] = {n, kk, g}, strides[2] = {n * esz, kk * n * esz};
 		const cuuint32_t box[3] = {64, (cuuint32_t)k->bk, 1};
-		return encode(drv, tb, "B", k->fp8, 3, p->b, dims, strides, box);
+		return encode(drv, tb, "B", type, 3, p->b, dims, strides, box);
 	}
 	const cuuint64_t dims[3] = {kk, n, g}, strides[2] = {kk * esz, n * kk * esz};
 	const cuuint32_t box[3] = {(cuuint32_t)k->bk, (cuuint32_t)k->bn, 1};
-	return encode(drv, tb, "B", k->fp8, 3, p->b, dims, strides, box);
+	return encode(drv, tb, "B", type, 3, p->b, dims, strides, box);
 }
 
 static CUresult enqueue(const struct cg_gmm_driver *drv, CUcontext ctx, CUstream s, const struct cg_gmm_problem *p,
@@ -199,6 +209,8 @@ static CUresult enqueue(const struct cg_gmm_driver *drv, CUcontext ctx, CUstream
 		args.flags |= CG_GMM_ARG_D_PAIR;
 	if (aligned(p->d, 8) && p->n % 4 == 0)
 		args.flags |= CG_GMM_ARG_D_QUAD;
+	if (k->tma_epi && aligned(p->d, 16) && p->n % 8 == 0) /* TMA: 16-byte base and row pitch */
+		args.flags |= CG_GMM_ARG_D_TMA;
 
 	/* persistent grid: at most one block per multiprocessor (two for the
 	 * portable kernels), never more than there can be tiles */
@@ -208,10 +220,10 @@ static CUresult enqueue(const struct cg_gmm_driver *drv, CUcontext ctx, CUstream
 	const unsigned grid = (unsigned)(tiles < per_sm * mod->sm_count ? tiles : per_sm * mod->sm_count);
 	const unsigned smem = cg_gmm_kernel_smem(k, form, (int)p->g);
 
-	CUtensorMap ta, tb;
-	void *sm90_params[] = {&ta, &tb, &args};
+	CUtensorMap ta, tb, td = {{0}};
+	void *sm90_params[] = {&ta, &tb, &td, &args};
 	void *sm80_params[] = {&args};
-	if (k->sm90 && (r = tensor_maps(drv, p, rows, k, &ta, &tb)) != CUDA_SUCCESS)
+	if (k->sm90 && (r = tensor_maps(drv, p, rows, k, (unsigned)args.flags, &ta, &tb, &td)) != CUDA_SUCCESS)
 		return r;
 	r = drv->cuLaunchKernel(mod->fn[id], grid, 1, 1, (unsigned)cg_gmm_kernel_threads(k), 1, 1, smem, s,
 				k->sm90 ? sm90_params : sm80_params, NULL);

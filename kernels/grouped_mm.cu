@@ -18,19 +18,23 @@
 #define CG_NK_NK true
 #define CG_NK_KN false
 
-#define CG_DEFINE_SM90(name, dt, bl, bm, bn, bk, st)                                               \
+#define CG_EPI_TMA true
+#define CG_EPI_REG false
+
+#define CG_DEFINE_SM90(name, dt, bl, bm, bn, bk, st, epi)                                          \
 	extern "C" __global__ void __launch_bounds__((CG_GMM_SM90_CONSUMERS(bm, bn) + 1) * 128, 1) \
 	    name(const __grid_constant__ CUtensorMap tma, const __grid_constant__ CUtensorMap tmb, \
-		 const cg_gmm_args args)                                                           \
+		 const __grid_constant__ CUtensorMap tmd, const cg_gmm_args args)                  \
 	{                                                                                          \
-		cg::sm90_gemm<bm, bn, bk, st, CG_FP8_##dt, CG_NK_##bl>(tma, tmb, args);            \
+		cg::sm90_gemm<bm, bn, bk, st, CG_FP8_##dt, CG_NK_##bl, CG_EPI_##epi>(tma, tmb, tmd,  \
+									      args);       \
 	}
 
-#define CG_DEFINE_SM80(name, dt, bl, bm, bn, bk, st)                                  \
+#define CG_DEFINE_SM80(name, dt, bl, bm, bn, bk, st, epi)                             \
 	extern "C" __global__ void __launch_bounds__(cg::SM80_THREADS) name(const cg_gmm_args args) \
 	{                                                                             \
 		cg::sm80_gemm<bm, bn, bk, CG_FP8_##dt, CG_NK_##bl>(args);             \
 	}
 
-#define CG_DEFINE(name, impl, dt, bl, bm, bn, bk, st) CG_DEFINE_##impl(name, dt, bl, bm, bn, bk, st)
+#define CG_DEFINE(name, impl, dt, bl, bm, bn, bk, st, epi) CG_DEFINE_##impl(name, dt, bl, bm, bn, bk, st, epi)
 CG_GMM_KERNELS(CG_DEFINE)
