@@ -171,6 +171,30 @@ START_TEST(kernel_by_shape)
 }
 END_TEST
 
+/* Every kernel's shared memory at the most groups the range forms take
+ * fits the smallest per-block limit of the GPUs it runs on: Hopper's 227 KB
+ * for SM90, and for the portable kernels the 99 KB of sm_86/sm_89. */
+#define ESIZE_BF16 2
+#define ESIZE_FP8 1
+#define EPI_TMA 1
+#define EPI_REG 0
+#define SMEM_SM90(name, dt, bm, bn, bk, st, epi)                                                                  \
+	ck_assert_msg(cg_gmm_sm90_smem(ESIZE_##dt, bm, bn, bk, st, EPI_##epi, CG_GMM_FORM_OFFS,                       \
+				       CG_GMM_MAX_OFFS_GROUPS) <= 227u * 1024u,                                        \
+		      #name ": %u bytes of shared memory",                                                            \
+		      cg_gmm_sm90_smem(ESIZE_##dt, bm, bn, bk, st, EPI_##epi, CG_GMM_FORM_OFFS, CG_GMM_MAX_OFFS_GROUPS));
+#define SMEM_SM80(name, dt, bm, bn, bk, st, epi)                                                                  \
+	ck_assert_msg(cg_gmm_sm80_smem(bm, bn, bk, CG_GMM_FORM_OFFS, CG_GMM_MAX_OFFS_GROUPS) <= 99u * 1024u,           \
+		      #name ": %u bytes of shared memory",                                                            \
+		      cg_gmm_sm80_smem(bm, bn, bk, CG_GMM_FORM_OFFS, CG_GMM_MAX_OFFS_GROUPS));
+#define SMEM(name, impl, dt, bl, bm, bn, bk, st, epi) SMEM_##impl(name, dt, bm, bn, bk, st, epi)
+
+START_TEST(shared_memory_fits)
+{
+	CG_GMM_KERNELS(SMEM)
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("grouped_mm");
@@ -187,5 +211,8 @@ int main(void)
 	tcase_add_checked_fixture(k, setup, NULL);
 	tcase_add_loop_test(k, kernel_by_shape, 0, sizeof choices / sizeof choices[0]);
 	suite_add_tcase(s, k);
+	TCase *m = tcase_create("kernel table");
+	tcase_add_test(m, shared_memory_fits);
+	suite_add_tcase(s, m);
 	return run_suite(s);
 }
