@@ -21,20 +21,18 @@ static CUdeviceptr find(CUcontext ctx, size_t bytes)
 	return p;
 }
 
-/* A zeroed buffer of n bytes in ctx (current). */
+/* n bytes allocated in ctx (current) into *out, then zeroed; *out stays 0
+ * when the allocation fails, else the caller frees it on failure. */
 static CUresult make(CUcontext ctx, size_t n, CUdeviceptr *out)
 {
 	CUstream t;
 	CUresult rc = cg_stream_owned(ctx, &t);
-	if (rc != CUDA_SUCCESS)
-		return rc;
-	if ((rc = CG_REAL_SYM(cuMemAlloc, cuMemAlloc_v2)(out, n)) != CUDA_SUCCESS)
-		return rc;
-	rc = cg_call.cuMemsetD8Async(*out, 0, n, t);
+	if (rc == CUDA_SUCCESS && (rc = CG_REAL_SYM(cuMemAlloc, cuMemAlloc_v2)(out, n)) != CUDA_SUCCESS)
+		*out = 0; /* whatever the driver left there */
+	if (rc == CUDA_SUCCESS)
+		rc = cg_call.cuMemsetD8Async(*out, 0, n, t);
 	if (rc == CUDA_SUCCESS)
 		rc = cg_call.cuStreamSynchronize(t);
-	if (rc != CUDA_SUCCESS)
-		CG_REAL_SYM(cuMemFree, cuMemFree_v2)(*out);
 	return rc;
 }
 
@@ -48,22 +46,23 @@ CUresult cg_zeros(CUcontext ctx, size_t bytes, CUdeviceptr *out)
 	size_t n = 1 << 16;
 	while (n < bytes)
 		n *= 2;
+	z->bytes = n;
 	CUresult rc = make(ctx, n, &z->ptr);
+	if (rc == CUDA_SUCCESS) {
+		struct cg_ctx_state *c = cg_ctx_state_lock(ctx, 1);
+		if (c) {
+			z->next = c->zeros;
+			c->zeros = z;
+		} else {
+			rc = CUDA_ERROR_OUT_OF_MEMORY;
+		}
+		cg_ctx_state_unlock();
+	}
 	if (rc != CUDA_SUCCESS) {
+		if (z->ptr)
+			CG_REAL_SYM(cuMemFree, cuMemFree_v2)(z->ptr);
 		free(z);
 		return rc;
-	}
-	z->bytes = n;
-	struct cg_ctx_state *c = cg_ctx_state_lock(ctx, 1);
-	if (c) {
-		z->next = c->zeros;
-		c->zeros = z;
-	}
-	cg_ctx_state_unlock();
-	if (!c) {
-		CG_REAL_SYM(cuMemFree, cuMemFree_v2)(z->ptr);
-		free(z);
-		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	*out = z->ptr;
 	return CUDA_SUCCESS;
