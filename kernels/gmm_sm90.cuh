@@ -370,7 +370,6 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 		/* built after the register split: values live across setmaxnreg
 		 * must fit the producer's 40 registers, else they spill */
 		const Sched<BM, BN> sc(a, tab);
-		const int total = sc.total();
 		const int warp = threadIdx.x >> 5;
 		if (warp == 0 && lane == 0) {
 			/* TMA: A and B tiles of each k-step */
