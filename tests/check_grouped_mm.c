@@ -8,8 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "../kernels/gmm_kernels.h"
-#include "../kernels/grouped_mm.h"
+#include "../kernels/gmm_internal.h"
 #include "fake/fake_api.h"
 #include "suite.h"
 
@@ -171,27 +170,17 @@ START_TEST(kernel_by_shape)
 }
 END_TEST
 
-/* Every kernel's shared memory at the most groups the range forms take
- * fits the smallest per-block limit of the GPUs it runs on: Hopper's 227 KB
- * for SM90, and for the portable kernels the 99 KB of sm_86/sm_89. */
-#define ESIZE_BF16 2
-#define ESIZE_FP8 1
-#define EPI_TMA 1
-#define EPI_REG 0
-#define SMEM_SM90(name, dt, bm, bn, bk, st, epi)                                                                  \
-	ck_assert_msg(cg_gmm_sm90_smem(ESIZE_##dt, bm, bn, bk, st, EPI_##epi, CG_GMM_FORM_OFFS,                       \
-				       CG_GMM_MAX_OFFS_GROUPS) <= 227u * 1024u,                                        \
-		      #name ": %u bytes of shared memory",                                                            \
-		      cg_gmm_sm90_smem(ESIZE_##dt, bm, bn, bk, st, EPI_##epi, CG_GMM_FORM_OFFS, CG_GMM_MAX_OFFS_GROUPS));
-#define SMEM_SM80(name, dt, bm, bn, bk, st, epi)                                                                  \
-	ck_assert_msg(cg_gmm_sm80_smem(bm, bn, bk, CG_GMM_FORM_OFFS, CG_GMM_MAX_OFFS_GROUPS) <= 99u * 1024u,           \
-		      #name ": %u bytes of shared memory",                                                            \
-		      cg_gmm_sm80_smem(bm, bn, bk, CG_GMM_FORM_OFFS, CG_GMM_MAX_OFFS_GROUPS));
-#define SMEM(name, impl, dt, bl, bm, bn, bk, st, epi) SMEM_##impl(name, dt, bm, bn, bk, st, epi)
-
+/* Every kernel's shared memory at the most groups the range forms take,
+ * as the host sizes it at launch, fits the smallest per-block limit of the
+ * GPUs it runs on: Hopper's 227 KB for SM90, and for the portable kernels
+ * the 99 KB of sm_86/sm_89. */
 START_TEST(shared_memory_fits)
 {
-	CG_GMM_KERNELS(SMEM)
+	for (int i = 0; i < CG_GMM_NKERNELS; ++i) {
+		const struct cg_gmm_kernel_info *k = &cg_gmm_kernel_info[i];
+		const unsigned smem = cg_gmm_kernel_smem(k, CG_GMM_FORM_OFFS, CG_GMM_MAX_OFFS_GROUPS);
+		ck_assert_msg(smem <= (k->sm90 ? 227u : 99u) * 1024u, "%s: %u bytes of shared memory", k->name, smem);
+	}
 }
 END_TEST
 
