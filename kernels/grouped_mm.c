@@ -1,6 +1,7 @@
 /* grouped_mm host API: check a problem, pick a kernel, build its TMA
  * descriptors and launch it in the stream's context. */
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "gmm_internal.h"
@@ -232,6 +233,37 @@ static CUresult enqueue(const struct cg_gmm_driver *drv, CUcontext ctx, CUstream
 
 #endif
 
+#ifndef CG_NO_KERNELS
+/* s's context.  A default stream on a thread with no current context is
+ * what a CUDA runtime program hands over before the thread's first runtime
+ * call: PyTorch's autograd thread for device 0 never calls cudaSetDevice
+ * (it is already the runtime's device), so a backward that starts with one
+ * of these GEMMs comes here with nothing current.  The runtime would use
+ * its current device's primary context, which on a thread with no context
+ * is device 0 (cudaSetDevice makes the context current), and so do we.
+ * The reference retained is kept for the life of the process (two racing
+ * threads may keep two, of the same context). */
+static CUresult stream_context(const struct cg_gmm_driver *drv, CUstream s, CUcontext *ctx)
+{
+	static _Atomic(CUcontext) device0;
+	CUresult r = drv->cuStreamGetCtx(s, ctx);
+	const int is_default = !s || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD;
+	if (r == CUDA_SUCCESS)
+		return r;
+	if (r != CUDA_ERROR_INVALID_CONTEXT || !is_default)
+		return cg_gmm_fail(r, "grouped_mm: cuStreamGetCtx failed");
+	if ((*ctx = atomic_load_explicit(&device0, memory_order_acquire)))
+		return CUDA_SUCCESS;
+	CUdevice dev;
+	if ((r = drv->cuDeviceGet(&dev, 0)) != CUDA_SUCCESS ||
+	    (r = drv->cuDevicePrimaryCtxRetain(ctx, dev)) != CUDA_SUCCESS)
+		return cg_gmm_fail(r, "grouped_mm: the default stream on a thread with no current context, and "
+				      "device 0's primary context cannot be retained");
+	atomic_store_explicit(&device0, *ctx, memory_order_release);
+	return CUDA_SUCCESS;
+}
+#endif
+
 /* With ctx current (s's context when ctx is NULL, the stream's context
  * being where the module is loaded and the launch made): p's launch, or
  * with no problem the module load alone (cg_gmm_prepare). */
@@ -249,8 +281,8 @@ static CUresult in_context(CUcontext ctx, CUstream s, const struct cg_gmm_proble
 	CUresult r;
 	if (!drv)
 		return cg_gmm_fail(CUDA_ERROR_NOT_INITIALIZED, "grouped_mm: cg_gmm_init() has not run");
-	if (!ctx && (r = drv->cuStreamGetCtx(s, &ctx)) != CUDA_SUCCESS)
-		return cg_gmm_fail(r, "grouped_mm: cuStreamGetCtx failed");
+	if (!ctx && (r = stream_context(drv, s, &ctx)) != CUDA_SUCCESS)
+		return r;
 	if ((r = drv->cuCtxPushCurrent_v2(ctx)) != CUDA_SUCCESS)
 		return cg_gmm_fail(r, "grouped_mm: cuCtxPushCurrent failed");
 	const struct cg_gmm_module *mod;

@@ -5,6 +5,7 @@
  * read back from the fake's last launch where the kernels are built in. */
 #include <check.h>
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -170,6 +171,55 @@ START_TEST(kernel_by_shape)
 }
 END_TEST
 
+/* A default stream on a thread with no current context (PyTorch's autograd
+ * thread for device 0, before its first runtime call) runs in device 0's
+ * primary context, as the CUDA runtime would; with a context current, the
+ * default stream is that context's. */
+static void *offs_on_default_stream(void *arg)
+{
+	const CUdeviceptr *buf = arg;
+	return (void *)(intptr_t)offs(0, CG_GMM_BF16, CG_GMM_B_NK, 0, buf[0], buf[1], buf[2], buf[3], 0, 0, 0, 0,
+				      512, 1536, 2048, 128);
+}
+
+START_TEST(default_stream_without_context)
+{
+	CUdevice dev;
+	CUcontext primary, other;
+	ck_assert_int_eq(cuInit(0), CUDA_SUCCESS);
+	ck_assert_int_eq(cuDeviceGet(&dev, 0), CUDA_SUCCESS);
+	ck_assert_int_eq(cuDevicePrimaryCtxRetain(&primary, dev), CUDA_SUCCESS);
+	ck_assert_int_eq(cuCtxSetCurrent(primary), CUDA_SUCCESS);
+	CUdeviceptr buf[4];
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(cuMemAlloc(&buf[i], 1 << 24), CUDA_SUCCESS);
+	int (*init)(void);
+	resolve(&init, "ctxguard_gmm_init_default");
+	ck_assert_int_eq(init(), CUDA_SUCCESS);
+	fake_reset();
+	pthread_t t;
+	void *ret;
+	ck_assert_int_eq(pthread_create(&t, NULL, offs_on_default_stream, buf), 0);
+	ck_assert_int_eq(pthread_join(t, &ret), 0);
+	const int rc = (int)(intptr_t)ret;
+	accepted(rc);
+	if (rc != CUDA_SUCCESS)
+		return; /* no kernels in this build */
+	struct fake_launch_info ran;
+	ck_assert_msg(fake_last_launch(&ran), "nothing launched");
+	ck_assert_msg(ran.ctx == primary, "ran in %p, not device 0's primary context %p", (void *)ran.ctx,
+		      (void *)primary);
+	/* a context of its own current: the default stream is that context's */
+	ck_assert_int_eq(cuCtxCreate(&other, NULL, 0, dev), CUDA_SUCCESS);
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(cuMemAlloc(&buf[i], 1 << 24), CUDA_SUCCESS);
+	ck_assert_int_eq((int)(intptr_t)offs_on_default_stream(buf), CUDA_SUCCESS);
+	ck_assert_int_eq(fake_last_launch(&ran), 1);
+	ck_assert_msg(ran.ctx == other, "ran in %p, not the current context %p", (void *)ran.ctx, (void *)other);
+	ck_assert_int_eq(cuCtxDestroy(other), CUDA_SUCCESS);
+}
+END_TEST
+
 /* Every kernel's shared memory at the most groups the range forms take,
  * as the host sizes it at launch, fits the smallest per-block limit of the
  * GPUs it runs on: Hopper's 227 KB for SM90, and for the portable kernels
@@ -199,6 +249,7 @@ int main(void)
 	TCase *k = tcase_create("kernel choice");
 	tcase_add_checked_fixture(k, setup, NULL);
 	tcase_add_loop_test(k, kernel_by_shape, 0, sizeof choices / sizeof choices[0]);
+	tcase_add_test(k, default_stream_without_context);
 	suite_add_tcase(s, k);
 	TCase *m = tcase_create("kernel table");
 	tcase_add_test(m, shared_memory_fits);

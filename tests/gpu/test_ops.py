@@ -10,7 +10,9 @@ the environment the wheel is installed in (tests/gpu/pip.sh).
                         M-major a_scale; then devices: tensors on cuda:1 with
                         cuda:0 current, a side stream of cuda:1, mixed devices
                         -> ValueError naming both
-  test_ops.py training  gradients vs float64 references (dA through the
+  test_ops.py training  a backward that starts at the op, first in the
+                        process (autograd's thread has no context yet);
+                        gradients vs float64 references (dA through the
                         kernels, dB through torch._grouped_mm), torch.compile
                         (fullgraph=True) of a module using the op (forward and
                         backward), CUDA graph capture and replay
@@ -156,6 +158,22 @@ def torch_mm(x, b, offs):
 
 def training():
     dev = "cuda:0"
+    # First in the process: autograd's thread for cuda:0 has made no CUDA
+    # runtime call yet, so no context is current on it when a backward
+    # starts at the op itself (the default stream then means cuda:0's).
+    sizes = [40, 0, 200, 16]
+    a = torch.randn(sum(sizes), 256, device=dev).to(torch.bfloat16).requires_grad_()
+    w = (torch.randn(len(sizes), 384, 256, device=dev) / 16).to(torch.bfloat16).requires_grad_()
+    grad = torch.randn(sum(sizes), 384, device=dev).to(torch.bfloat16)
+    try:
+        ctxguard.grouped_mm(a, w.transpose(-2, -1), offsets(sizes, dev)).backward(grad)
+        got, a.grad, w.grad = (a.grad, w.grad), None, None
+        torch_mm(a, w.transpose(-2, -1), offsets(sizes, dev)).backward(grad)
+        errs = rel(got[0], a.grad.double()), rel(got[1], w.grad.double())
+        CHECKS.flag("backward starting at the op, first in the process", max(errs) <= BF16_TOL,
+                    "rel error vs torch._grouped_mm: grad a %.2e, grad b %.2e" % errs)
+    except RuntimeError as e:
+        CHECKS.flag("backward starting at the op, first in the process", False, str(e))
     # Gradients of sum(out * r) against float64 autograd through a per-group loop.
     for name, sizes, k, n, b_kn in (("ragged+empty K=256 N=384", [0, 70, 129, 0, 1], 256, 384, False),
                                     ("B [G,K,N] K=512 N=256", [300, 0, 212], 512, 256, True),
