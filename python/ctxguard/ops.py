@@ -62,7 +62,19 @@ def _check_offs(what, offs, g):
              % (g, offs.dtype, list(offs.shape)))
 
 
+# Each check is one predicate on the hot path; only when it fails does the
+# _explain_* beside it work out which operand is wrong and raise.
 def _check_bf16(a, b, offs):
+    device = a.device
+    if not (b.device == device and offs.device == device and device.type == "cuda" and a.dim() == 2
+            and b.dim() == 3 and a.size(1) == b.size(1) and a.dtype == torch.bfloat16
+            and b.dtype == torch.bfloat16 and offs.dim() == 1 and offs.size(0) == b.size(0)
+            and offs.dtype == torch.int32):
+        _explain_bf16(a, b, offs)
+    return device
+
+
+def _explain_bf16(a, b, offs):
     what = "grouped_mm"
     device = _one_device(what, (("a", a), ("b", b), ("offs", offs)))
     _require(what, a.dim() == 2 and b.dim() == 3 and a.size(1) == b.size(1),
@@ -70,10 +82,22 @@ def _check_bf16(a, b, offs):
     _require(what, a.dtype == torch.bfloat16 and b.dtype == torch.bfloat16,
              lambda: "a and b must be bfloat16, got %s and %s" % (a.dtype, b.dtype))
     _check_offs(what, offs, b.size(0))
-    return device
 
 
 def _check_fp8(a, a_scale, b, b_scale, offs):
+    device = a.device
+    if not (a_scale.device == device and b.device == device and b_scale.device == device
+            and offs.device == device and device.type == "cuda" and a.dim() == 2 and b.dim() == 3
+            and a.size(1) == b.size(2) and a.dtype == FP8 and b.dtype == FP8
+            and a_scale.dtype == torch.float32 and b_scale.dtype == torch.float32
+            and a_scale.shape == (a.size(0), _cdiv(a.size(1), BLOCK))
+            and b_scale.shape == (b.size(0), _cdiv(b.size(1), BLOCK), _cdiv(a.size(1), BLOCK))
+            and offs.dim() == 1 and offs.size(0) == b.size(0) and offs.dtype == torch.int32):
+        _explain_fp8(a, a_scale, b, b_scale, offs)
+    return device
+
+
+def _explain_fp8(a, a_scale, b, b_scale, offs):
     what = "grouped_mm_fp8"
     device = _one_device(what, (("a", a), ("a_scale", a_scale), ("b", b), ("b_scale", b_scale),
                                 ("offs", offs)))
@@ -91,7 +115,6 @@ def _check_fp8(a, a_scale, b, b_scale, offs):
              lambda: "b_scale must be float32 %s (per 128x128 block of b), got %s %s"
              % (list(want_sb), b_scale.dtype, list(b_scale.shape)))
     _check_offs(what, offs, g)
-    return device
 
 
 def _b_operand(b):
