@@ -30,7 +30,9 @@ over ours.
 L2 is flushed the same way before every timed call of every implementation:
 the GPU sums a 512 MB buffer, which leaves L2 holding clean unrelated lines
 (a write would leave dirty ones, whose write-back the next kernel pays) and
-keeps the GPU busy while the host enqueues the call.
+keeps the GPU busy while the host enqueues the call.  The implementations
+compared on one problem take turns call by call (the order rotating each
+round), so each ratio sees the same clocks and temperature.
 
 Library: $CG_GMM_LIB, else build/kernels/libcg_gmm.so, else build/libctxguard.so.
 """
@@ -89,23 +91,32 @@ def rel_err(got, ref):
     return ((got.float() - ref).norm() / ref.norm()).item()
 
 
-def median_ms(fn, iters, warmup=3):
-    """Median of CUDA-event times of fn(i), each after the same L2 flush."""
+def medians_ms(fns, iters, warmup=3):
+    """{name: median CUDA-event time of fn(i)} for fns {name: fn}, taking
+    turns call by call, the first of each round rotating; each call after
+    the same L2 flush."""
     global FLUSH
     if FLUSH is None:
         FLUSH = torch.ones(128 << 20, dtype=torch.float32, device="cuda")
+    names = list(fns)
     for i in range(warmup):
-        fn(i % SETS)
-    events = []
+        for name in names:
+            fns[name](i % SETS)
+    events = {name: [] for name in names}
     for i in range(iters):
-        FLUSH.sum()
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn(i % SETS)
-        e.record()
-        events.append((s, e))
+        for name in names[i % len(names):] + names[:i % len(names)]:
+            FLUSH.sum()
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            fns[name](i % SETS)
+            e.record()
+            events[name].append((s, e))
     torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) for s, e in events)
+    return {name: statistics.median(s.elapsed_time(e) for s, e in evs) for name, evs in events.items()}
+
+
+def median_ms(fn, iters):
+    return medians_ms({"": fn}, iters)[""]
 
 
 def ceilings():
@@ -200,35 +211,36 @@ def bench_shape(lib, shape, kind, with_loop):
                 torch.mm(a[start:end], w[g].t(), out=d[start:end])
             start = end
 
+    def dg_bf16(i):
+        a, w, d = sets[i]
+        DG.m_grouped_bf16_gemm_nt_contiguous(a, w, d, rt.index)
+
+    def ours_psum(i):
+        a, w, d = sets[i]
+        call_ours(lib, "psum", BF16, a, w, d, rt.psum, None, None, rt.m, n, k, e)
+
     r = {"name": name, "kind": kind, "e": e, "rows": rows, "m": rt.m, "k": k, "n": n, "decode": decode,
          "flops": 2.0 * rt.routed * k * n}
-    r["bf16"] = median_ms(ours, 30)
-    r["torch"] = median_ms(torch_gmm, 30)
+    dg = DG is not None and rt.form == "contiguous"
+    fns = {"bf16": ours, "torch": torch_gmm}
+    if dg:
+        fns["dg_bf16"] = dg_bf16
+    if rt.psum is not None:
+        fns["psum"] = ours_psum
+    r.update(medians_ms(fns, 30))
     r["loop"] = median_ms(loop, 10) if with_loop else None
     ours(0)
     ref, got = torch_gmm(0)[rt.valid].float(), sets[0][2][rt.valid].float()
     r["rel"] = rel_err(got, ref)
     r["bytes_bf16"] = 2.0 * (rt.routed * k + rt.used * n * k + rt.routed * n)
-    dg = DG is not None and rt.form == "contiguous"
     if dg:
-        def dg_bf16(i):
-            a, w, d = sets[i]
-            DG.m_grouped_bf16_gemm_nt_contiguous(a, w, d, rt.index)
-
-        r["dg_bf16"] = median_ms(dg_bf16, 30)
         sets[0][2].fill_(float("nan"))  # only what DeepGEMM writes counts
         dg_bf16(0)
         r["dg_rel"] = rel_err(sets[0][2][rt.valid], ref)
     if rt.psum is not None:
-        def ours_psum(i):
-            a, w, d = sets[i]
-            call_ours(lib, "psum", BF16, a, w, d, rt.psum, None, None, rt.m, n, k, e)
-
-        r["psum"] = median_ms(ours_psum, 30)
         sets[0][2].fill_(float("nan"))  # what contiguous wrote must not count for psum
         ours_psum(0)
-        got = sets[0][2][rt.valid].float()
-        r["rel_psum"] = rel_err(got, ref)
+        r["rel_psum"] = rel_err(sets[0][2][rt.valid].float(), ref)
     del sets
 
     fsets = fp8_sets(rt.m, e, k, n)
@@ -237,27 +249,29 @@ def bench_shape(lib, shape, kind, with_loop):
         aq, sa, wq, sb, d = fsets[i]
         call_ours(lib, rt.form, FP8, aq, wq, d, rt.index, sa, sb, rt.m, n, k, e)
 
-    r["fp8"] = median_ms(ours_fp8, 30)
+    dg_sets = [(aq, dg_sfa(sa), wq, sb, d) for aq, sa, wq, sb, d in fsets] if dg else None
+
+    def dg_fp8(i):
+        aq, sa, wq, sb, d = dg_sets[i]
+        DG.m_grouped_fp8_gemm_nt_contiguous((aq, sa), (wq, sb), d, rt.index)
+
+    def ours_fp8_psum(i):
+        aq, sa, wq, sb, d = fsets[i]
+        call_ours(lib, "psum", FP8, aq, wq, d, rt.psum, sa, sb, rt.m, n, k, e)
+
+    fns = {"fp8": ours_fp8}
+    if dg:
+        fns["dg_fp8"] = dg_fp8
+    if rt.psum is not None:
+        fns["fp8_psum"] = ours_fp8_psum
+    r.update(medians_ms(fns, 30))
     if dg:
         ours_fp8(0)
         ref8 = fsets[0][4][rt.valid].float()
-        dg_sets = [(aq, dg_sfa(sa), wq, sb, d) for aq, sa, wq, sb, d in fsets]
-
-        def dg_fp8(i):
-            aq, sa, wq, sb, d = dg_sets[i]
-            DG.m_grouped_fp8_gemm_nt_contiguous((aq, sa), (wq, sb), d, rt.index)
-
-        r["dg_fp8"] = median_ms(dg_fp8, 30)
         dg_sets[0][4].fill_(float("nan"))
         dg_fp8(0)
         r["dg_rel8"] = rel_err(dg_sets[0][4][rt.valid], ref8)  # against ours: same quantized operands
         del dg_sets
-    if rt.psum is not None:
-        def ours_fp8_psum(i):
-            aq, sa, wq, sb, d = fsets[i]
-            call_ours(lib, "psum", FP8, aq, wq, d, rt.psum, sa, sb, rt.m, n, k, e)
-
-        r["fp8_psum"] = median_ms(ours_fp8_psum, 30)
     kb, nb = (k + 127) // 128, (n + 127) // 128
     r["bytes_fp8"] = rt.routed * k + rt.used * n * k + 2.0 * rt.routed * n + 4.0 * (rt.routed * kb + rt.used * nb * kb)
     del fsets
@@ -284,20 +298,22 @@ def bench_masked(lib, spec):
         a, w, _ = sets[i]
         return torch._grouped_mm(a.view(g, max_m, k), w.transpose(-2, -1))
 
+    def dg_bf16(i):
+        a, w, d = sets[i]
+        DG.m_grouped_bf16_gemm_nt_masked(a.view(g, max_m, k), w, d.view(g, max_m, n), index, max(1, routed // g))
+
     r = {"name": "%s G=%d max_m=%d masked_m %d..%d" % (name, g, max_m, lo, hi), "rows": routed, "k": k, "n": n,
-         "flops": 2.0 * routed * k * n, "bf16": median_ms(ours, 30)}
+         "flops": 2.0 * routed * k * n, "torch": None}
+    fns = {"bf16": ours, "torch": torch_batched}
     try:
-        r["torch"] = median_ms(torch_batched, 30)
+        torch_batched(0)
     except Exception as exc:  # noqa: BLE001 -- a torch without 3D x 3D grouped_mm
         print("# %s: torch._grouped_mm batched: %s" % (name, exc))
-        r["torch"] = None
-    r["bytes_bf16"] = 2.0 * (routed * k + g * n * k + routed * n)
+        del fns["torch"]
     if DG is not None:
-        def dg_bf16(i):
-            a, w, d = sets[i]
-            DG.m_grouped_bf16_gemm_nt_masked(a.view(g, max_m, k), w, d.view(g, max_m, n), index, max(1, routed // g))
-
-        r["dg_bf16"] = median_ms(dg_bf16, 30)
+        fns["dg_bf16"] = dg_bf16
+    r.update(medians_ms(fns, 30))
+    r["bytes_bf16"] = 2.0 * (routed * k + g * n * k + routed * n)
     del sets
     fsets = fp8_sets(m, g, k, n)
 
@@ -305,20 +321,22 @@ def bench_masked(lib, spec):
         aq, sa, wq, sb, d = fsets[i]
         call_ours(lib, "masked", FP8, aq, wq, d, index, sa, sb, max_m, n, k, g)
 
-    r["fp8"] = median_ms(ours_fp8, 30)
     kb, nb = (k + 127) // 128, (n + 127) // 128
     r["bytes_fp8"] = routed * k + g * n * k + 2.0 * routed * n + 4.0 * (routed * kb + g * nb * kb)
+    # expected_m: DeepGEMM's tile hint, the mean of masked_m
+    expected = max(1, routed // g)
+    dg_sets = [(aq.view(g, max_m, k), dg_sfa(sa.view(g, max_m, kb)), wq, sb, d.view(g, max_m, n))
+               for aq, sa, wq, sb, d in fsets] if DG is not None else None
+
+    def dg_fp8(i):
+        aq, sa, wq, sb, d = dg_sets[i]
+        DG.m_grouped_fp8_gemm_nt_masked((aq, sa), (wq, sb), d, index, expected)
+
+    fns = {"fp8": ours_fp8}
     if DG is not None:
-        # expected_m: DeepGEMM's tile hint, the mean of masked_m
-        expected = max(1, routed // g)
-        dg_sets = [(aq.view(g, max_m, k), dg_sfa(sa.view(g, max_m, kb)), wq, sb, d.view(g, max_m, n))
-                   for aq, sa, wq, sb, d in fsets]
-
-        def dg_fp8(i):
-            aq, sa, wq, sb, d = dg_sets[i]
-            DG.m_grouped_fp8_gemm_nt_masked((aq, sa), (wq, sb), d, index, expected)
-
-        r["dg_fp8"] = median_ms(dg_fp8, 30)
+        fns["dg_fp8"] = dg_fp8
+    r.update(medians_ms(fns, 30))
+    if DG is not None:
         valid = (torch.arange(max_m, device="cuda").view(1, max_m) < index.view(g, 1)).view(-1)
         ours_fp8(0)
         ref8 = fsets[0][4][valid].float()

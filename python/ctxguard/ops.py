@@ -76,7 +76,7 @@ def _check_bf16(a, b, offs):
 
 def _explain_bf16(a, b, offs):
     what = "grouped_mm"
-    device = _one_device(what, (("a", a), ("b", b), ("offs", offs)))
+    _one_device(what, (("a", a), ("b", b), ("offs", offs)))
     _require(what, a.dim() == 2 and b.dim() == 3 and a.size(1) == b.size(1),
              lambda: "expects a [M, K] and b [G, K, N], got a %s and b %s" % (list(a.shape), list(b.shape)))
     _require(what, a.dtype == torch.bfloat16 and b.dtype == torch.bfloat16,
@@ -99,8 +99,7 @@ def _check_fp8(a, a_scale, b, b_scale, offs):
 
 def _explain_fp8(a, a_scale, b, b_scale, offs):
     what = "grouped_mm_fp8"
-    device = _one_device(what, (("a", a), ("a_scale", a_scale), ("b", b), ("b_scale", b_scale),
-                                ("offs", offs)))
+    _one_device(what, (("a", a), ("a_scale", a_scale), ("b", b), ("b_scale", b_scale), ("offs", offs)))
     _require(what, a.dim() == 2 and b.dim() == 3 and a.size(1) == b.size(2),
              lambda: "expects a [M, K] and b [G, N, K], got a %s and b %s" % (list(a.shape), list(b.shape)))
     _require(what, a.dtype == FP8 and b.dtype == FP8,
