@@ -46,14 +46,13 @@ def _require(what, ok, explain):
 
 
 def _one_device(what, named):
-    """The single CUDA device of all inputs, else ValueError naming each."""
+    """ValueError naming each input's device unless all are on one CUDA device."""
     device = named[0][1].device
     for _, t in named:
         _require(what, t.device == device,
                  lambda: "inputs on different devices (%s); move them to one device, the one the kernel is to run on"
                  % ", ".join("%s on %s" % (n, t.device) for n, t in named))
     _require(what, device.type == "cuda", lambda: "needs CUDA tensors, got %s" % device)
-    return device
 
 
 def _check_offs(what, offs, g):
