@@ -247,9 +247,9 @@ static CUresult stream_context(const struct cg_gmm_driver *drv, CUstream s, CUco
 {
 	static _Atomic(CUcontext) device0;
 	CUresult r = drv->cuStreamGetCtx(s, ctx);
-	const int is_default = !s || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD;
 	if (r == CUDA_SUCCESS)
 		return r;
+	const int is_default = !s || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD;
 	if (r != CUDA_ERROR_INVALID_CONTEXT || !is_default)
 		return cg_gmm_fail(r, "grouped_mm: cuStreamGetCtx failed");
 	if ((*ctx = atomic_load_explicit(&device0, memory_order_acquire)))
