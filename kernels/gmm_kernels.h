@@ -41,6 +41,10 @@
  * which fill one 64-row tile, still keep two warpgroups issuing wgmma. */
 #define CG_GMM_SM90_CONSUMERS(bm, bn) ((bm) > 64 ? (bm) / 64 : (bn) / 128)
 
+/* SM90 kernels load A in TMA boxes of this many rows (the host's tensor
+ * map and the producer agree on it), skipping boxes past a tile's rows. */
+#define CG_GMM_A_BOX_ROWS 32
+
 enum cg_gmm_kernel_id {
 #define CG_GMM_KERNEL_ID(name, impl, dt, bl, bm, bn, bk, st, epi) CG_GMM_K_##name,
 	CG_GMM_KERNELS(CG_GMM_KERNEL_ID)

@@ -225,6 +225,7 @@ struct Sm90 {
 	static constexpr int THREADS = (NC + 1) * 128;
 	static constexpr int ESZ = FP8 ? 1 : 2;
 	static constexpr int A_BYTES = BM * BK * ESZ;
+	static constexpr int A_BOX = CG_GMM_A_BOX_ROWS; /* rows of one TMA box of A */
 	static constexpr int B_BYTES = BN * BK * ESZ;
 	static constexpr int ACC = WN / 2; /* fp32 per thread: 64 x WN per warpgroup */
 	static constexpr int NSB = BN / 128; /* fp8: 128-column scale blocks per tile */
@@ -374,9 +375,19 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 		if (warp == 0 && lane == 0) {
 			/* TMA: A and B tiles of each k-step */
 			produce<STAGES>(sc, k_iters, empty, [&](const Tile &tl, int kb, int stage) {
-				mbar_expect_tx(&full[stage], C::A_BYTES + C::B_BYTES);
+				/* A in boxes of A_BOX rows, only those holding the tile's
+				 * rows: a short group's tile (decode) leaves the rest of its
+				 * A stage stale, computed on but never stored, instead of
+				 * reading rows past the group through L2 once per column
+				 * tile (masked decode is bound by L2 throughput) */
+				const int a_boxes = (tl.rows + C::A_BOX - 1) / C::A_BOX;
+				mbar_expect_tx(&full[stage], a_boxes * C::A_BOX * 128 + C::B_BYTES);
 				const int k0 = kb * BK;
-				tma_load_2d(sa + stage * C::A_BYTES, &tma, &full[stage], k0, tl.m0);
+#pragma unroll
+				for (int i = 0; i < BM / C::A_BOX; ++i)
+					if (i < a_boxes)
+						tma_load_2d(sa + stage * C::A_BYTES + i * C::A_BOX * 128, &tma, &full[stage], k0,
+							    tl.m0 + i * C::A_BOX);
 				if (NK) {
 					tma_load_3d(sb + stage * C::B_BYTES, &tmb, &full[stage], k0, tl.n0, tl.g);
 				} else {
@@ -428,7 +439,7 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 		if (!sc.tile(t, tl))
 			continue;
 		/* Every warpgroup computes every tile, also rows past the group's end
-		 * (never stored): tiles of equal length keep the m-tiles that share
+		 * (never stored; their A may be stale, see the producer): tiles of equal length keep the m-tiles that share
 		 * a B slab in step, so that B streams from DRAM once (measured:
 		 * idling on short tiles made DSV3 gate_up 16% slower). */
 		if (FP8) {

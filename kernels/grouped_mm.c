@@ -126,9 +126,9 @@ static CUresult encode(const struct cg_gmm_driver *drv, CUtensorMap *map, const 
 	return r == CUDA_SUCCESS ? r : cg_gmm_fail(r, "grouped_mm: cuTensorMapEncodeTiled(%s) failed", what);
 }
 
-/* A [rows, k] in (bm x bk) boxes; B [g, n, k] in (bn x bk) boxes or
- * [g, k, n] in (bk x 64) boxes; out-of-range rows and channels read as
- * zeros.  D [rows, n] in 64 x 64 boxes where the epilogue stores through
+/* A [rows, k] in (CG_GMM_A_BOX_ROWS x bk) boxes; B [g, n, k] in (bn x bk)
+ * boxes or [g, k, n] in (bk x 64) boxes; out-of-range rows and channels
+ * read as zeros.  D [rows, n] in 64 x 64 boxes where the epilogue stores through
  * TMA (CG_GMM_ARG_D_TMA); out-of-range parts of a box are not written. */
 static CUresult tensor_maps(const struct cg_gmm_driver *drv, const struct cg_gmm_problem *p, int64_t rows,
 			    const struct cg_gmm_kernel_info *k, unsigned flags, CUtensorMap *ta, CUtensorMap *tb,
@@ -138,7 +138,7 @@ static CUresult tensor_maps(const struct cg_gmm_driver *drv, const struct cg_gmm
 	const CUtensorMapDataType type = k->fp8 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
 	const cuuint64_t m = (cuuint64_t)rows, n = (cuuint64_t)p->n, kk = (cuuint64_t)p->k, g = (cuuint64_t)p->g;
 	const cuuint64_t a_dims[2] = {kk, m}, a_strides[1] = {kk * esz};
-	const cuuint32_t a_box[2] = {(cuuint32_t)k->bk, (cuuint32_t)k->bm};
+	const cuuint32_t a_box[2] = {(cuuint32_t)k->bk, CG_GMM_A_BOX_ROWS};
 	CUresult r = encode(drv, ta, "A", type, 2, p->a, a_dims, a_strides, a_box);
 	if (r != CUDA_SUCCESS)
 		return r;
