@@ -234,6 +234,7 @@ struct Sm90 {
 	/* full barrier: the TMA thread's expect_tx, plus each lane of the fp8 scale warp */
 	static constexpr int FULL_ARRIVALS = FP8 ? 33 : 1;
 	static_assert(BK * ESZ == 128, "tile rows are one 128-byte swizzle span");
+	static_assert(BM % A_BOX == 0 && A_BOX % 8 == 0, "A's boxes tile its stage in whole swizzle atoms");
 	static_assert(!FP8 || (NK && BK == 128), "fp8: K-major B, one scale block per stage");
 	static_assert(WN == 128 || WN == 256, "wgmma n");
 };
