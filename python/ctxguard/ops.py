@@ -46,13 +46,14 @@ def _require(what, ok, explain):
 
 
 def _one_device(what, named):
-    """ValueError naming each input's device unless all are on one CUDA device."""
+    """The single CUDA device of all inputs, else ValueError naming each."""
     device = named[0][1].device
     for _, t in named:
         _require(what, t.device == device,
                  lambda: "inputs on different devices (%s); move them to one device, the one the kernel is to run on"
                  % ", ".join("%s on %s" % (n, t.device) for n, t in named))
     _require(what, device.type == "cuda", lambda: "needs CUDA tensors, got %s" % device)
+    return device
 
 
 def _check_offs(what, offs, g):
@@ -61,44 +62,21 @@ def _check_offs(what, offs, g):
              % (g, offs.dtype, list(offs.shape)))
 
 
-# Each check is one predicate on the hot path; only when it fails does the
-# _explain_* beside it work out which operand is wrong and raise.
 def _check_bf16(a, b, offs):
-    device = a.device
-    if not (b.device == device and offs.device == device and device.type == "cuda" and a.dim() == 2
-            and b.dim() == 3 and a.size(1) == b.size(1) and a.dtype == torch.bfloat16
-            and b.dtype == torch.bfloat16 and offs.dim() == 1 and offs.size(0) == b.size(0)
-            and offs.dtype == torch.int32):
-        _explain_bf16(a, b, offs)
-    return device
-
-
-def _explain_bf16(a, b, offs):
     what = "grouped_mm"
-    _one_device(what, (("a", a), ("b", b), ("offs", offs)))
+    device = _one_device(what, (("a", a), ("b", b), ("offs", offs)))
     _require(what, a.dim() == 2 and b.dim() == 3 and a.size(1) == b.size(1),
              lambda: "expects a [M, K] and b [G, K, N], got a %s and b %s" % (list(a.shape), list(b.shape)))
     _require(what, a.dtype == torch.bfloat16 and b.dtype == torch.bfloat16,
              lambda: "a and b must be bfloat16, got %s and %s" % (a.dtype, b.dtype))
     _check_offs(what, offs, b.size(0))
-
-
-def _check_fp8(a, a_scale, b, b_scale, offs):
-    device = a.device
-    if not (a_scale.device == device and b.device == device and b_scale.device == device
-            and offs.device == device and device.type == "cuda" and a.dim() == 2 and b.dim() == 3
-            and a.size(1) == b.size(2) and a.dtype == FP8 and b.dtype == FP8
-            and a_scale.dtype == torch.float32 and b_scale.dtype == torch.float32
-            and a_scale.shape == (a.size(0), _cdiv(a.size(1), BLOCK))
-            and b_scale.shape == (b.size(0), _cdiv(b.size(1), BLOCK), _cdiv(a.size(1), BLOCK))
-            and offs.dim() == 1 and offs.size(0) == b.size(0) and offs.dtype == torch.int32):
-        _explain_fp8(a, a_scale, b, b_scale, offs)
     return device
 
 
-def _explain_fp8(a, a_scale, b, b_scale, offs):
+def _check_fp8(a, a_scale, b, b_scale, offs):
     what = "grouped_mm_fp8"
-    _one_device(what, (("a", a), ("a_scale", a_scale), ("b", b), ("b_scale", b_scale), ("offs", offs)))
+    device = _one_device(what, (("a", a), ("a_scale", a_scale), ("b", b), ("b_scale", b_scale),
+                                ("offs", offs)))
     _require(what, a.dim() == 2 and b.dim() == 3 and a.size(1) == b.size(2),
              lambda: "expects a [M, K] and b [G, N, K], got a %s and b %s" % (list(a.shape), list(b.shape)))
     _require(what, a.dtype == FP8 and b.dtype == FP8,
@@ -113,6 +91,7 @@ def _explain_fp8(a, a_scale, b, b_scale, offs):
              lambda: "b_scale must be float32 %s (per 128x128 block of b), got %s %s"
              % (list(want_sb), b_scale.dtype, list(b_scale.shape)))
     _check_offs(what, offs, g)
+    return device
 
 
 def _b_operand(b):
