@@ -440,9 +440,10 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 		if (!sc.tile(t, tl))
 			continue;
 		/* Every warpgroup computes every tile, also rows past the group's end
-		 * (never stored; their A may be stale, see the producer): tiles of equal length keep the m-tiles that share
-		 * a B slab in step, so that B streams from DRAM once (measured:
-		 * idling on short tiles made DSV3 gate_up 16% slower). */
+		 * (never stored; their A may be stale, see the producer): tiles of
+		 * equal length keep the m-tiles that share a B slab in step, so that
+		 * B streams from DRAM once (measured: idling on short tiles made
+		 * DSV3 gate_up 16% slower). */
 		if (FP8) {
 #pragma unroll
 			for (int i = 0; i < C::ACC; ++i)

@@ -128,8 +128,9 @@ static CUresult encode(const struct cg_gmm_driver *drv, CUtensorMap *map, const 
 
 /* A [rows, k] in (CG_GMM_A_BOX_ROWS x bk) boxes; B [g, n, k] in (bn x bk)
  * boxes or [g, k, n] in (bk x 64) boxes; out-of-range rows and channels
- * read as zeros.  D [rows, n] in 64 x 64 boxes where the epilogue stores through
- * TMA (CG_GMM_ARG_D_TMA); out-of-range parts of a box are not written. */
+ * read as zeros.  D [rows, n] in 64 x 64 boxes where the epilogue stores
+ * through TMA (CG_GMM_ARG_D_TMA); out-of-range parts of a box are not
+ * written. */
 static CUresult tensor_maps(const struct cg_gmm_driver *drv, const struct cg_gmm_problem *p, int64_t rows,
 			    const struct cg_gmm_kernel_info *k, unsigned flags, CUtensorMap *ta, CUtensorMap *tb,
 			    CUtensorMap *td)

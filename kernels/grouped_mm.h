@@ -115,10 +115,10 @@ CUresult cg_gmm_init(const struct cg_gmm_driver *drv);
  * NULL to take s's context; a default stream (NULL, CU_STREAM_LEGACY,
  * CU_STREAM_PER_THREAD) on a thread with no current context means device
  * 0's primary context, as it does to the CUDA runtime.  The kernels are
- * loaded into that context the first time it is used.  Returns CUDA_ERROR_INVALID_VALUE for a malformed
- * problem, CUDA_ERROR_NOT_SUPPORTED for one no kernel here handles (and in a
- * build without kernels), or the driver's error; cg_gmm_last_error() says
- * why. */
+ * loaded into that context the first time it is used.  Returns
+ * CUDA_ERROR_INVALID_VALUE for a malformed problem, CUDA_ERROR_NOT_SUPPORTED
+ * for one no kernel here handles (and in a build without kernels), or the
+ * driver's error; cg_gmm_last_error() says why. */
 CUresult cg_gmm_offs(CUcontext ctx, CUstream s, const struct cg_gmm_problem *p);
 CUresult cg_gmm_contiguous(CUcontext ctx, CUstream s, const struct cg_gmm_problem *p);
 CUresult cg_gmm_psum(CUcontext ctx, CUstream s, const struct cg_gmm_problem *p);

@@ -137,15 +137,26 @@ static const struct choice {
      8192, 4096, 7168, 32, "cg_gmm_sm80_fp8_kn"},
 };
 
-START_TEST(kernel_by_shape)
+/* Device 0's primary context, made current, and the kernels' driver table
+ * resolved (the launches' address ranges are allocated in it after). */
+static CUcontext device0_current(void)
 {
-	const struct choice *c = &choices[_i];
 	CUdevice dev;
 	CUcontext ctx;
 	ck_assert_int_eq(cuInit(0), CUDA_SUCCESS);
 	ck_assert_int_eq(cuDeviceGet(&dev, 0), CUDA_SUCCESS);
 	ck_assert_int_eq(cuDevicePrimaryCtxRetain(&ctx, dev), CUDA_SUCCESS);
 	ck_assert_int_eq(cuCtxSetCurrent(ctx), CUDA_SUCCESS);
+	int (*init)(void);
+	resolve(&init, "ctxguard_gmm_init_default");
+	ck_assert_int_eq(init(), CUDA_SUCCESS);
+	return ctx;
+}
+
+START_TEST(kernel_by_shape)
+{
+	const struct choice *c = &choices[_i];
+	device0_current();
 	/* address ranges only (the fake backs nothing): sizes need not be exact */
 	CUdeviceptr a, b, d, index, sfa, sfb;
 	ck_assert_int_eq(cuMemAlloc(&a, 1 << 30), CUDA_SUCCESS);
@@ -154,9 +165,6 @@ START_TEST(kernel_by_shape)
 	ck_assert_int_eq(cuMemAlloc(&index, 1 << 20), CUDA_SUCCESS);
 	ck_assert_int_eq(cuMemAlloc(&sfa, 1 << 24), CUDA_SUCCESS);
 	ck_assert_int_eq(cuMemAlloc(&sfb, 1 << 24), CUDA_SUCCESS);
-	int (*init)(void);
-	resolve(&init, "ctxguard_gmm_init_default");
-	ck_assert_int_eq(init(), CUDA_SUCCESS);
 	fake_reset();
 	const int rc =
 	    c->form == CG_GMM_FORM_MASKED
@@ -193,18 +201,11 @@ static void *offs_on_default_stream(void *arg)
 
 START_TEST(default_stream_without_context)
 {
-	CUdevice dev;
-	CUcontext primary, other;
-	ck_assert_int_eq(cuInit(0), CUDA_SUCCESS);
-	ck_assert_int_eq(cuDeviceGet(&dev, 0), CUDA_SUCCESS);
-	ck_assert_int_eq(cuDevicePrimaryCtxRetain(&primary, dev), CUDA_SUCCESS);
-	ck_assert_int_eq(cuCtxSetCurrent(primary), CUDA_SUCCESS);
+	const CUcontext primary = device0_current();
+	CUcontext other;
 	struct default_stream_call call = {.rc = -1};
 	for (int i = 0; i < 4; i++)
 		ck_assert_int_eq(cuMemAlloc(&call.buf[i], 1 << 24), CUDA_SUCCESS);
-	int (*init)(void);
-	resolve(&init, "ctxguard_gmm_init_default");
-	ck_assert_int_eq(init(), CUDA_SUCCESS);
 	fake_reset();
 	pthread_t t;
 	ck_assert_int_eq(pthread_create(&t, NULL, offs_on_default_stream, &call), 0);
@@ -217,6 +218,8 @@ START_TEST(default_stream_without_context)
 	ck_assert_msg(ran.ctx == primary, "ran in %p, not device 0's primary context %p", (void *)ran.ctx,
 		      (void *)primary);
 	/* a context of its own current: the default stream is that context's */
+	CUdevice dev;
+	ck_assert_int_eq(cuCtxGetDevice(&dev), CUDA_SUCCESS);
 	ck_assert_int_eq(cuCtxCreate(&other, NULL, 0, dev), CUDA_SUCCESS);
 	for (int i = 0; i < 4; i++)
 		ck_assert_int_eq(cuMemAlloc(&call.buf[i], 1 << 24), CUDA_SUCCESS);
