@@ -4,8 +4,10 @@ side by side in one run: a Qwen3-30B-A3B sparse MoE block (router + 128
 experts, top-8, hidden 2048, expert intermediate 768, bf16) on one GPU, at a
 prefill size (4096 tokens: 32768 expert rows) and a decode size (64 tokens),
 forward alone and forward + backward.  The two backends take turns call by
-call on the same inputs (CUDA-event medians); their outputs are compared
-first.  Needs the ctxguard package installed (pip install .).
+call on the same inputs (CUDA-event medians).  Compared first: the outputs
+(the forward rows' rel diff) and the gradients of the input, the router and
+the experts (the forward + backward rows' rel diff, the largest of those).
+Needs the ctxguard package installed (pip install .).
 
 usage: bench_moe_backend.py [--iters N] [--tokens PREFILL,DECODE]
 """
@@ -35,6 +37,11 @@ def make_block():
     return cfg, block
 
 
+def rel(got, ref):
+    ref = ref.float()
+    return ((got.float() - ref).norm() / ref.norm().clamp(min=1e-30)).item()
+
+
 def timed(fn):
     s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     s.record()
@@ -59,13 +66,20 @@ def main():
     for label, tokens in zip(("prefill", "decode"), (int(t) for t in args.tokens.split(","))):
         x = torch.randn(1, tokens, cfg.hidden_size, device="cuda", dtype=torch.bfloat16)
         grad = torch.randn_like(x)
-        outs = {}
+        xg = x.clone().requires_grad_()
+        # The output, then the gradients of the input, the router and the experts.
+        results = {}
         for name in BACKENDS:
             cfg._experts_implementation = name
-            with torch.no_grad():
-                outs[name] = block(x).float()
-        diff = ((outs["ctxguard"] - outs["grouped_mm"]).norm() / outs["grouped_mm"].norm()).item()
-        xg = x.clone().requires_grad_()
+            xg.grad = None
+            block.zero_grad(set_to_none=True)
+            out = block(xg)
+            out.backward(grad)
+            results[name] = [out.detach(), xg.grad] + [p.grad for p in block.parameters()]
+        rels = [rel(got, ref) for got, ref in zip(results["ctxguard"], results["grouped_mm"])]
+        diffs = {"forward": rels[0], "fwd+bwd": max(rels)}
+        del results
+        block.zero_grad(set_to_none=True)
 
         def fwd():
             with torch.no_grad():
@@ -88,7 +102,7 @@ def main():
             if speed < 1.0:
                 slower.append("%s %s" % (label, pname))
             print("%-8s %7d %-12s %12.3f %12.3f %9.2fx %9.1e" % (label, tokens, pname, ms["ctxguard"],
-                                                                ms["grouped_mm"], speed, diff))
+                                                                ms["grouped_mm"], speed, diffs[pname]))
             block.zero_grad(set_to_none=True)
     print("summary: ctxguard %s" % ("faster than grouped_mm everywhere" if not slower
                                     else "slower at " + ", ".join(slower)))

@@ -16,20 +16,79 @@ from .ops import grouped_mm, grouped_mm_fp8, quantize_fp8_rows
 NAME = "ctxguard"
 
 
+def _expert_rows(hidden_states, top_k_weights, tok, perm, inv):
+    """Token rows to expert order: row i is token tok[i]'s, and weight i is
+    flat routing weight perm[i] (inv, perm's inverse, is for the backward)."""
+    return hidden_states[tok], top_k_weights.reshape(-1)[perm]
+
+
+def _token_sum(rows, tok, inv, num_tokens, num_top_k):
+    """Expert-ordered rows back to token order (row j of the token order is
+    expert row inv[j]), each token's k rows summed."""
+    return rows[inv].view(num_tokens, num_top_k, rows.size(-1)).sum(dim=1)
+
+
+class _ExpertOrder(torch.autograd.Function):
+    """_expert_rows under autograd.  Autograd's own backward of its indexing
+    is a sort-based accumulate (index_put_ with accumulate=True: a sort and
+    several kernels, for each of the two); this one is a gather through the
+    inverse permutation and, for the states, a sum over each token's k rows
+    (fp32 accumulation, deterministic)."""
+
+    @staticmethod
+    def forward(ctx, hidden_states, top_k_weights, tok, perm, inv):
+        ctx.save_for_backward(inv)
+        ctx.shape = top_k_weights.shape
+        return _expert_rows(hidden_states, top_k_weights, tok, perm, inv)
+
+    @staticmethod
+    def backward(ctx, grad_states, grad_weights):
+        (inv,) = ctx.saved_tensors
+        num_tokens, num_top_k = ctx.shape
+        d_states = d_weights = None
+        if ctx.needs_input_grad[0]:
+            d_states = grad_states[inv].view(num_tokens, num_top_k, grad_states.size(-1)).sum(dim=1)
+        if ctx.needs_input_grad[1]:
+            d_weights = grad_weights[inv].view(ctx.shape)
+        return d_states, d_weights, None, None, None
+
+
+class _TokenSum(torch.autograd.Function):
+    """_token_sum under autograd: its backward is one gather, where
+    autograd's of the indexing is again a sort-based accumulate."""
+
+    @staticmethod
+    def forward(ctx, rows, tok, inv, num_tokens, num_top_k):
+        ctx.save_for_backward(tok)
+        return _token_sum(rows, tok, inv, num_tokens, num_top_k)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (tok,) = ctx.saved_tensors
+        return grad[tok], None, None, None, None
+
+
 def _route(self, hidden_states, top_k_index, top_k_weights, project):
     """transformers' grouped_mm experts dispatch (sort by expert, offsets by
     histc, EP sentinels past offs[-1] masked), with project(x, weights) for
-    each of the two grouped GEMMs."""
+    each of the two grouped GEMMs.  The same computation; under grad mode
+    the two reorderings are the autograd Functions above (a host-bound decode
+    step spent more host time in the sort-based backward of plain indexing
+    than in its GEMMs)."""
     num_top_k = top_k_index.size(-1)
-    num_tokens, hidden_dim = hidden_states.shape
+    num_tokens = hidden_states.size(0)
+    to_experts, to_tokens = ((_ExpertOrder.apply, _TokenSum.apply) if torch.is_grad_enabled()
+                             else (_expert_rows, _token_sum))
     expert_ids_g, perm = torch.sort(top_k_index.reshape(-1))
-    states = hidden_states[perm // num_top_k]
-    weights_g = top_k_weights.reshape(-1)[perm]
+    tok = perm // num_top_k
+    inv = torch.empty_like(perm)
+    inv[perm] = torch.arange(perm.size(0), device=perm.device)
+    states, weights_g = to_experts(hidden_states, top_k_weights, tok, perm, inv)
     # histc, not bincount: no host sync, so CUDA graphs can capture it.
     counts = torch.histc(expert_ids_g.int(), bins=self.num_experts, min=0, max=self.num_experts - 1)
     offs = torch.cumsum(counts, dim=0, dtype=torch.int32)
     sentinel = (expert_ids_g >= self.num_experts).unsqueeze(-1)
-    ids = expert_ids_g.clamp(max=self.num_experts - 1)
+    ids = expert_ids_g.clamp(max=self.num_experts - 1) if self.has_bias else None
     states.masked_fill_(sentinel, 0.0)
 
     # Sentinel rows lie past offs[-1]: the GEMMs neither read nor write them,
@@ -40,9 +99,7 @@ def _route(self, hidden_states, top_k_index, top_k_weights, project):
     out = self._apply_gate(out) if self.has_gate else self.act_fn(out)
     out = project(out, "down_proj", offs, ids).masked_fill(sentinel, 0.0)
     out = out * weights_g.to(out.dtype).unsqueeze(-1)
-    inv = torch.empty_like(perm)
-    inv[perm] = torch.arange(perm.size(0), device=perm.device)
-    return out[inv].view(num_tokens, num_top_k, hidden_dim).sum(dim=1).to(hidden_states.dtype)
+    return to_tokens(out, tok, inv, num_tokens, num_top_k).to(hidden_states.dtype)
 
 
 def experts_forward(self, hidden_states, top_k_index, top_k_weights):

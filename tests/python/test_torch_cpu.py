@@ -137,6 +137,21 @@ def backend():
     model.set_experts_implementation("grouped_mm")
     ref = logits()
     CHECKS.flag("bf16 experts backend vs grouped_mm", rel(got, ref) <= 3e-2, "rel error %.2e" % rel(got, ref))
+
+    def grads():
+        model.zero_grad(set_to_none=True)
+        model(input_ids=ids).logits.float().square().mean().backward()
+        return {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
+
+    ref = grads()
+    model.set_experts_implementation("ctxguard")
+    got = grads()
+    worst = max(ref, key=lambda n: rel(got[n], ref[n]))
+    CHECKS.flag("bf16 experts backend training vs grouped_mm",
+                got.keys() == ref.keys() and rel(got[worst], ref[worst]) <= 3e-2,
+                "%d gradients, the farthest %s: rel error %.2e" % (len(ref), worst, rel(got[worst], ref[worst])))
+    model.zero_grad(set_to_none=True)
+    model.set_experts_implementation("grouped_mm")
     swapped = to_fp8(model)
     ref = logits()
     for mlp, new in swapped:
