@@ -363,7 +363,11 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 	__syncthreads();
 
 	const int k_iters = (a.k + BK - 1) / BK;
-	const int wg = threadIdx.x / 128;
+	/* broadcast from lane 0 so that the compiler knows it is warp-uniform:
+	 * the consumers' wgmma descriptors then live in uniform registers
+	 * instead of being moved there before every wgmma (measured: fp8
+	 * 128 x 256 k-step 210 -> 186 instructions per warp, 1-3.5% faster) */
+	const int wg = __shfl_sync(~0u, threadIdx.x / 128, 0);
 	const int lane = threadIdx.x & 31;
 
 	if (wg == 0) {
