@@ -16,13 +16,13 @@ from .ops import grouped_mm, grouped_mm_fp8, quantize_fp8_rows
 NAME = "ctxguard"
 
 
-def _expert_rows(hidden_states, top_k_weights, tok, perm, inv):
+def _expert_rows(hidden_states, top_k_weights, tok, perm):
     """Token rows to expert order: row i is token tok[i]'s, and weight i is
-    flat routing weight perm[i] (inv, perm's inverse, is for the backward)."""
+    flat routing weight perm[i]."""
     return hidden_states[tok], top_k_weights.reshape(-1)[perm]
 
 
-def _token_sum(rows, tok, inv, num_tokens, num_top_k):
+def _token_sum(rows, inv, num_tokens, num_top_k):
     """Expert-ordered rows back to token order (row j of the token order is
     expert row inv[j]), each token's k rows summed."""
     return rows[inv].view(num_tokens, num_top_k, rows.size(-1)).sum(dim=1)
@@ -39,15 +39,14 @@ class _ExpertOrder(torch.autograd.Function):
     def forward(ctx, hidden_states, top_k_weights, tok, perm, inv):
         ctx.save_for_backward(inv)
         ctx.shape = top_k_weights.shape
-        return _expert_rows(hidden_states, top_k_weights, tok, perm, inv)
+        return _expert_rows(hidden_states, top_k_weights, tok, perm)
 
     @staticmethod
     def backward(ctx, grad_states, grad_weights):
         (inv,) = ctx.saved_tensors
-        num_tokens, num_top_k = ctx.shape
         d_states = d_weights = None
         if ctx.needs_input_grad[0]:
-            d_states = grad_states[inv].view(num_tokens, num_top_k, grad_states.size(-1)).sum(dim=1)
+            d_states = _token_sum(grad_states, inv, *ctx.shape)
         if ctx.needs_input_grad[1]:
             d_weights = grad_weights[inv].view(ctx.shape)
         return d_states, d_weights, None, None, None
@@ -60,7 +59,7 @@ class _TokenSum(torch.autograd.Function):
     @staticmethod
     def forward(ctx, rows, tok, inv, num_tokens, num_top_k):
         ctx.save_for_backward(tok)
-        return _token_sum(rows, tok, inv, num_tokens, num_top_k)
+        return _token_sum(rows, inv, num_tokens, num_top_k)
 
     @staticmethod
     def backward(ctx, grad):
@@ -77,13 +76,13 @@ def _route(self, hidden_states, top_k_index, top_k_weights, project):
     than in its GEMMs)."""
     num_top_k = top_k_index.size(-1)
     num_tokens = hidden_states.size(0)
-    to_experts, to_tokens = ((_ExpertOrder.apply, _TokenSum.apply) if torch.is_grad_enabled()
-                             else (_expert_rows, _token_sum))
+    grad = torch.is_grad_enabled()
     expert_ids_g, perm = torch.sort(top_k_index.reshape(-1))
     tok = perm // num_top_k
     inv = torch.empty_like(perm)
     inv[perm] = torch.arange(perm.size(0), device=perm.device)
-    states, weights_g = to_experts(hidden_states, top_k_weights, tok, perm, inv)
+    states, weights_g = (_ExpertOrder.apply(hidden_states, top_k_weights, tok, perm, inv) if grad
+                         else _expert_rows(hidden_states, top_k_weights, tok, perm))
     # histc, not bincount: no host sync, so CUDA graphs can capture it.
     counts = torch.histc(expert_ids_g.int(), bins=self.num_experts, min=0, max=self.num_experts - 1)
     offs = torch.cumsum(counts, dim=0, dtype=torch.int32)
@@ -99,7 +98,9 @@ def _route(self, hidden_states, top_k_index, top_k_weights, project):
     out = self._apply_gate(out) if self.has_gate else self.act_fn(out)
     out = project(out, "down_proj", offs, ids).masked_fill(sentinel, 0.0)
     out = out * weights_g.to(out.dtype).unsqueeze(-1)
-    return to_tokens(out, tok, inv, num_tokens, num_top_k).to(hidden_states.dtype)
+    out = (_TokenSum.apply(out, tok, inv, num_tokens, num_top_k) if grad
+           else _token_sum(out, inv, num_tokens, num_top_k))
+    return out.to(hidden_states.dtype)
 
 
 def experts_forward(self, hidden_states, top_k_index, top_k_weights):
