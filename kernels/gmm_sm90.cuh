@@ -1,6 +1,7 @@
 /* Hopper (sm_90a) grouped GEMM: TMA loads into a ring of shared-memory
  * stages guarded by mbarriers, wgmma from shared memory, one producer
- * warpgroup (warp 0: TMA; warp 1: fp8 scales) and BM/64 consumer
+ * warpgroup (warp 0: TMA; warp 1: fp8 sfa where TMA cannot load it) and
+ * BM/64 consumer
  * warpgroups, a persistent grid walking the (group, m-tile, n-tile) work of
  * gmm_sched.cuh.
  *
@@ -193,6 +194,14 @@ __device__ __forceinline__ void wgmma_fp8(float (&d)[64], uint64_t da, uint64_t 
 		     : "l"(da), "l"(db), "r"(scale_d));
 }
 
+/* sfb [G, ceil(N/128), ceil(K/128)]: block kb of the tile's j-th
+ * 128-column block (the last one for columns past N). */
+__device__ __forceinline__ const float *sfb_at(const cg_gmm_args &a, const Tile &tl, int j, int kb)
+{
+	const int nbn = (a.n + 127) / 128, kbn = (a.k + 127) / 128;
+	return a.sfb + (static_cast<size_t>(tl.g) * nbn + min(tl.n0 / 128 + j, nbn - 1)) * kbn + kb;
+}
+
 /* The ring restarts at stage 0 with every tile, so that the k-loop unrolled
  * over the stages knows each stage at compile time; stages a short tile
  * leaves unused keep their own parity (bit s of parity). */
@@ -230,9 +239,9 @@ struct Sm90 {
 	static constexpr int ACC = WN / 2; /* fp32 per thread: 64 x WN per warpgroup */
 	static constexpr int NSB = BN / 128; /* fp8: 128-column scale blocks per tile */
 	static constexpr int NH = WN / 128;  /* ... per warpgroup */
-	static constexpr int SLOT = FP8 ? BM + 4 : 0; /* fp8: per-stage scales, sfa[BM] then sfb[NSB] */
-	/* full barrier: the TMA thread's expect_tx, plus each lane of the fp8 scale warp */
-	static constexpr int FULL_ARRIVALS = FP8 ? 33 : 1;
+	/* fp8: each stage's scales, sfa[BM] then sfb[NSB], padded to the 128
+	 * bytes a TMA destination is aligned to */
+	static constexpr int SLOT = FP8 ? BM + 32 : 0;
 	static_assert(BK * ESZ == 128, "tile rows are one 128-byte swizzle span");
 	static_assert(BM % A_BOX == 0 && A_BOX % 8 == 0, "A's boxes tile its stage in whole swizzle atoms");
 	static_assert(!FP8 || (NK && BK == 128), "fp8: K-major B, one scale block per stage");
@@ -330,7 +339,7 @@ extern __shared__ __align__(16) unsigned char cg_smem[];
 
 template <int BM, int BN, int BK, int STAGES, bool FP8, bool NK, bool EPI_TMA>
 __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensorMap &tmb, const CUtensorMap &tmd,
-					  const cg_gmm_args &a)
+					  const CUtensorMap &tms, const cg_gmm_args &a)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 	using C = Sm90<BM, BN, BK, STAGES, FP8, NK>;
@@ -342,10 +351,14 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 	unsigned char *sb = smem + STAGES * C::A_BYTES;
 	/* the TMA epilogue's D tile: 64 x WN bf16 per consumer warpgroup */
 	unsigned char *sd = smem + STAGES * (C::A_BYTES + C::B_BYTES);
-	uint64_t *full = reinterpret_cast<uint64_t *>(sd + (EPI_TMA ? BM * BN * 2 : 0));
+	float *scales = reinterpret_cast<float *>(sd + (EPI_TMA ? BM * BN * 2 : 0));
+	uint64_t *full = reinterpret_cast<uint64_t *>(scales + STAGES * C::SLOT);
 	uint64_t *empty = full + STAGES;
-	float *scales = reinterpret_cast<float *>(empty + STAGES);
-	int *tab = reinterpret_cast<int *>(scales + STAGES * C::SLOT);
+	int *tab = reinterpret_cast<int *>(empty + STAGES);
+	/* fp8: sfa by TMA with A and B (the host's tensor map, where the layout
+	 * allows), else by the scale warp: measured, the scale warp's per-stage
+	 * work cost 3-8% of fp8 prefill time */
+	const bool sfa_tma = FP8 && (a.flags & CG_GMM_ARG_SFA_TMA);
 
 	if (cg_gmm_form_has_tables(a.form))
 		build_tables<BM, C::THREADS>(a, tab);
@@ -354,8 +367,12 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 		prefetch_tensormap(&tmb);
 		if (EPI_TMA && (a.flags & CG_GMM_ARG_D_TMA))
 			prefetch_tensormap(&tmd);
+		if (sfa_tma)
+			prefetch_tensormap(&tms);
 		for (int s = 0; s < STAGES; ++s) {
-			mbar_init(&full[s], C::FULL_ARRIVALS);
+			/* the TMA thread's expect_tx; fp8: plus its sfb copies, or each
+			 * lane of the scale warp */
+			mbar_init(&full[s], FP8 ? (sfa_tma ? 2 : 33) : 1);
 			mbar_init(&empty[s], C::NC * 4); /* one arrival per consumer warp */
 		}
 		asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -386,8 +403,19 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 				 * reading rows past the group through L2 once per column
 				 * tile (masked decode is bound by L2 throughput) */
 				const int a_boxes = (tl.rows + C::A_BOX - 1) / C::A_BOX;
-				mbar_expect_tx(&full[stage], a_boxes * C::A_BOX * 128 + C::B_BYTES);
+				mbar_expect_tx(&full[stage], a_boxes * C::A_BOX * 128 + C::B_BYTES + (sfa_tma ? BM * 4 : 0));
 				const int k0 = kb * BK;
+				/* sfa [groups][k blocks][rows of a group]: masked rows count
+				 * from their group's first, the other forms' from A's */
+				if (sfa_tma) {
+					float *slot = scales + stage * C::SLOT;
+					tma_load_3d(slot, &tms, &full[stage], tl.m0 - tl.g * a.group_rows, kb,
+						    a.group_rows ? tl.g : 0);
+#pragma unroll
+					for (int j = 0; j < C::NSB; ++j)
+						cp_async_4(slot + BM + j, sfb_at(a, tl, j, kb));
+					cp_async_arrive(&full[stage]);
+				}
 #pragma unroll
 				for (int i = 0; i < BM / C::A_BOX; ++i)
 					if (i < a_boxes)
@@ -402,18 +430,15 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 							    tl.n0 + 64 * j, k0, tl.g);
 				}
 			});
-		} else if (FP8 && warp == 1) {
-			const int nbn = (a.n + 127) / 128, kbn = (a.k + 127) / 128;
+		} else if (FP8 && !sfa_tma && warp == 1) {
 			produce<STAGES>(sc, k_iters, empty, [&](const Tile &tl, int kb, int stage) {
-				const float *sfb = a.sfb + (static_cast<size_t>(tl.g) * nbn +
-							    min(tl.n0 / 128 + min(lane, C::NSB - 1), nbn - 1)) * kbn;
 				const float *sfa = a.sfa + tl.g * a.sfa_sg + tl.m0 * a.sfa_sm + kb * a.sfa_sk;
 				float *slot = scales + stage * C::SLOT;
 #pragma unroll
 				for (int i = 0; i < BM / 32; ++i)
 					cp_async_4(slot + i * 32 + lane, sfa + min(i * 32 + lane, tl.rows - 1) * a.sfa_sm);
 				if (lane < C::NSB)
-					cp_async_4(slot + BM + lane, sfb + kb);
+					cp_async_4(slot + BM + lane, sfb_at(a, tl, lane, kb));
 				cp_async_arrive(&full[stage]);
 			});
 		}
@@ -518,6 +543,7 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 	(void)tma;
 	(void)tmb;
 	(void)tmd;
+	(void)tms;
 	(void)a;
 	__trap(); /* the host launches these only on sm_90 */
 #endif

@@ -119,10 +119,13 @@ static CUresult encode(const struct cg_gmm_driver *drv, CUtensorMap *map, const 
 		       const cuuint32_t *box)
 {
 	static const cuuint32_t unit[3] = {1, 1, 1};
+	/* tiles of 128-byte rows are swizzled (gmm_sm90.cuh); sfa's runs of
+	 * rows are read as they are */
+	const int tile = type != CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
 	const CUresult r = drv->cuTensorMapEncodeTiled(
-	    map, type, rank,
-	    (void *)(uintptr_t)base, dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
-	    CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+	    map, type, rank, (void *)(uintptr_t)base, dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
+	    tile ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+	    CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 	return r == CUDA_SUCCESS ? r : cg_gmm_fail(r, "grouped_mm: cuTensorMapEncodeTiled(%s) failed", what);
 }
 
@@ -130,11 +133,14 @@ static CUresult encode(const struct cg_gmm_driver *drv, CUtensorMap *map, const 
  * boxes or [g, k, n] in (bk x 64) boxes; out-of-range rows and channels
  * read as zeros.  D [rows, n] in 64 x 64 boxes where the epilogue stores
  * through TMA (CG_GMM_ARG_D_TMA); out-of-range parts of a box are not
- * written. */
+ * written.  MN-major sfa (CG_GMM_ARG_SFA_TMA) as [groups, k blocks, rows]
+ * in boxes of bm rows of one block (one group of max_m rows per masked
+ * group, else one of all rows). */
 static CUresult tensor_maps(const struct cg_gmm_driver *drv, const struct cg_gmm_problem *p, int64_t rows,
-			    const struct cg_gmm_kernel_info *k, unsigned flags, CUtensorMap *ta, CUtensorMap *tb,
-			    CUtensorMap *td)
+			    const struct cg_gmm_kernel_info *k, const struct cg_gmm_args *args, CUtensorMap *ta,
+			    CUtensorMap *tb, CUtensorMap *td, CUtensorMap *ts)
 {
+	const unsigned flags = (unsigned)args->flags;
 	const cuuint64_t esz = k->fp8 ? 1 : 2;
 	const CUtensorMapDataType type = k->fp8 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
 	const cuuint64_t m = (cuuint64_t)rows, n = (cuuint64_t)p->n, kk = (cuuint64_t)p->k, g = (cuuint64_t)p->g;
@@ -143,6 +149,18 @@ static CUresult tensor_maps(const struct cg_gmm_driver *drv, const struct cg_gmm
 	CUresult r = encode(drv, ta, "A", type, 2, p->a, a_dims, a_strides, a_box);
 	if (r != CUDA_SUCCESS)
 		return r;
+	if (flags & CG_GMM_ARG_SFA_TMA) {
+		const int masked = args->group_rows > 0;
+		const cuuint64_t kb = (kk + 127) / 128, sk = (cuuint64_t)args->sfa_sk;
+		/* masked: group g's rows start g * max_m rows on, plus sfa_sg */
+		const cuuint64_t sg = masked ? (cuuint64_t)(args->group_rows * args->sfa_sm + args->sfa_sg) : kb * sk;
+		const cuuint64_t s_dims[3] = {masked ? (cuuint64_t)args->group_rows : m, kb, masked ? g : 1};
+		const cuuint64_t s_strides[2] = {sk * 4, sg * 4};
+		const cuuint32_t s_box[3] = {(cuuint32_t)k->bm, 1, 1};
+		r = encode(drv, ts, "sfa", CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, p->sfa, s_dims, s_strides, s_box);
+		if (r != CUDA_SUCCESS)
+			return r;
+	}
 	if (flags & CG_GMM_ARG_D_TMA) {
 		const cuuint64_t d_dims[2] = {n, m}, d_strides[1] = {n * 2};
 		const cuuint32_t d_box[2] = {64, 64};
@@ -213,6 +231,14 @@ static CUresult enqueue(const struct cg_gmm_driver *drv, CUcontext ctx, CUstream
 		args.flags |= CG_GMM_ARG_D_QUAD;
 	if (k->tma_epi && aligned(p->d, 16) && p->n % 8 == 0) /* TMA: 16-byte base and row pitch */
 		args.flags |= CG_GMM_ARG_D_TMA;
+	/* TMA: rows contiguous, 16-byte base and strides, and each box starting
+	 * on a 16-byte boundary: tiles start on multiples of 64 rows in every
+	 * form but offs, whose groups start on any row (tried: such a box
+	 * faults, an illegal instruction) */
+	const int64_t sfa_group = form == CG_GMM_FORM_MASKED ? p->m * sfa_sm + sfa_sg : 0;
+	if (fp8 && k->sm90 && form != CG_GMM_FORM_OFFS && sfa_sm == 1 && aligned(p->sfa, 16) && sfa_sk % 4 == 0 &&
+	    sfa_group % 4 == 0)
+		args.flags |= CG_GMM_ARG_SFA_TMA;
 
 	/* persistent grid: at most one block per multiprocessor (two for the
 	 * portable kernels), never more than there can be tiles */
@@ -222,10 +248,10 @@ static CUresult enqueue(const struct cg_gmm_driver *drv, CUcontext ctx, CUstream
 	const unsigned grid = (unsigned)(tiles < per_sm * mod->sm_count ? tiles : per_sm * mod->sm_count);
 	const unsigned smem = cg_gmm_kernel_smem(k, form, (int)p->g);
 
-	CUtensorMap ta, tb, td = {{0}};
-	void *sm90_params[] = {&ta, &tb, &td, &args};
+	CUtensorMap ta, tb, td = {{0}}, ts = {{0}};
+	void *sm90_params[] = {&ta, &tb, &td, &ts, &args};
 	void *sm80_params[] = {&args};
-	if (k->sm90 && (r = tensor_maps(drv, p, rows, k, (unsigned)args.flags, &ta, &tb, &td)) != CUDA_SUCCESS)
+	if (k->sm90 && (r = tensor_maps(drv, p, rows, k, &args, &ta, &tb, &td, &ts)) != CUDA_SUCCESS)
 		return r;
 	r = drv->cuLaunchKernel(mod->fn[id], grid, 1, 1, (unsigned)cg_gmm_kernel_threads(k), 1, 1, smem, s,
 				k->sm90 ? sm90_params : sm80_params, NULL);

@@ -307,6 +307,8 @@ def cases():
              [128, 0] + ragged(rng, 6, 1, 128), 512, 384, max_m=128, sfa_mn_major=True),
         Case("fp8 masked sfa MN-major, groups padded apart, G=4 max_m=384 K=640 N=512", "masked", FP8, NK,
              [384, 0, 1, 250], 640, 512, max_m=384, sfa_mn_major=True, sfa_group_pad=12),
+        Case("fp8 masked sfa MN-major, groups 5 floats apart (no TMA), G=3 max_m=200 K=384 N=256", "masked", FP8,
+             NK, [200, 7, 0], 384, 256, max_m=200, sfa_mn_major=True, sfa_group_pad=5),
         Case("fp8 masked sfa row-major, groups padded apart, G=3 max_m=70 K=256 N=256", "masked", FP8, NK,
              [70, 3, 0], 256, 256, max_m=70, sfa_group_pad=5),
         Case("fp8 masked G=6 max_m=64 K=208 N=200 (partial scale blocks)", "masked", FP8, NK,
