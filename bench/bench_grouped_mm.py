@@ -23,9 +23,9 @@ DeepGEMM, when `import deep_gemm` works ($DEEPGEMM_PATH, a DeepGEMM build, is
 put first on the path; it is never required), is timed as a
 peer on the same data wherever its layouts take the problem: the balanced
 routing (its contiguous layout, the same grouped_layout as ours) and masked
-decode, bf16 and fp8, its sfa handed over in the MN-major TMA-aligned layout
-it wants (converted once, outside the timing); ratios are DeepGEMM's time
-over ours.
+decode, bf16 and fp8; ratios are DeepGEMM's time over ours.  Both are handed
+fp8 sfa in the MN-major TMA-aligned layout (converted once, outside the
+timing), which DeepGEMM requires and ours loads by TMA.
 
 L2 is flushed the same way before every timed call of every implementation:
 the GPU sums a 512 MB buffer, which leaves L2 holding clean unrelated lines
@@ -165,22 +165,37 @@ class Routing:
             self.psum = (starts + counts).to(torch.int32).cuda()  # starts are multiples of 128
 
 
-def call_ours(lib, form, dtype, a, w, d, index, sfa, sfb, m, n, k, g):
+def call_ours(lib, form, dtype, a, w, d, index, sfa, sfb, m, n, k, g, sfa_strides=(0, 0)):
+    """sfa_strides (m, k): (0, 0) row-major, else as mn_major() returns them."""
     fn = getattr(lib, "ctxguard_gmm_" + form)
-    extra = [0] if form == "masked" else []  # sfa_stride_g
+    extra = [0] if form == "masked" else []  # sfa_stride_g: groups packed
     rc = fn(torch.cuda.current_stream().cuda_stream, dtype, NK, 0, a.data_ptr(), w.data_ptr(), d.data_ptr(),
             index.data_ptr(), sfa.data_ptr() if sfa is not None else 0, sfb.data_ptr() if sfb is not None else 0,
-            0, 0, *extra, m, n, k, g)
+            *sfa_strides, *extra, m, n, k, g)
     if rc:
         raise RuntimeError("%s: %s" % (form, lib.ctxguard_gmm_last_error().decode()))
 
 
-def fp8_sets(m, e, k, n):
+def mn_major(sa, groups=1):
+    """Row-major sfa [rows, kb] in DeepGEMM's MN-major TMA-aligned layout
+    (per group of rows / groups: [kb, rows rounded up to 4], packed), the
+    layout ours loads by TMA; returns (tensor, (sfa_stride_m, sfa_stride_k))."""
+    rows, kb = sa.shape
+    per = rows // groups
+    p4 = (per + 3) // 4 * 4
+    t = torch.zeros(groups, kb, p4, device=sa.device, dtype=sa.dtype)
+    t[:, :, :per] = sa.view(groups, per, kb).transpose(1, 2)
+    return t, (1, p4)
+
+
+def fp8_sets(m, e, k, n, groups=1):
+    """SETS of (A, sfa, sfa strides, B, sfb, D), sfa MN-major (mn_major()),
+    with the row-major sfa last, for DeepGEMM's own conversion."""
     out = []
     for _ in range(SETS):
         aq, sa, _ = quant_rows(torch.randn(m, k, device="cuda"))
         wq, sb, _ = quant_blocks(torch.randn(e, n, k, device="cuda") / math.sqrt(k))
-        out.append((aq, sa, wq, sb, torch.empty(m, n, device="cuda", dtype=torch.bfloat16)))
+        out.append((aq, *mn_major(sa, groups), wq, sb, torch.empty(m, n, device="cuda", dtype=torch.bfloat16), sa))
     return out
 
 
@@ -246,18 +261,18 @@ def bench_shape(lib, shape, kind, with_loop):
     fsets = fp8_sets(rt.m, e, k, n)
 
     def ours_fp8(i):
-        aq, sa, wq, sb, d = fsets[i]
-        call_ours(lib, rt.form, FP8, aq, wq, d, rt.index, sa, sb, rt.m, n, k, e)
+        aq, sa, st, wq, sb, d, _ = fsets[i]
+        call_ours(lib, rt.form, FP8, aq, wq, d, rt.index, sa, sb, rt.m, n, k, e, st)
 
-    dg_sets = [(aq, dg_sfa(sa), wq, sb, d) for aq, sa, wq, sb, d in fsets] if dg else None
+    dg_sets = [(f[0], dg_sfa(f[6]), f[3], f[4], f[5]) for f in fsets] if dg else None
 
     def dg_fp8(i):
         aq, sa, wq, sb, d = dg_sets[i]
         DG.m_grouped_fp8_gemm_nt_contiguous((aq, sa), (wq, sb), d, rt.index)
 
     def ours_fp8_psum(i):
-        aq, sa, wq, sb, d = fsets[i]
-        call_ours(lib, "psum", FP8, aq, wq, d, rt.psum, sa, sb, rt.m, n, k, e)
+        aq, sa, st, wq, sb, d, _ = fsets[i]
+        call_ours(lib, "psum", FP8, aq, wq, d, rt.psum, sa, sb, rt.m, n, k, e, st)
 
     fns = {"fp8": ours_fp8}
     if dg:
@@ -267,7 +282,7 @@ def bench_shape(lib, shape, kind, with_loop):
     r.update(medians_ms(fns, 30))
     if dg:
         ours_fp8(0)
-        ref8 = fsets[0][4][rt.valid].float()
+        ref8 = fsets[0][5][rt.valid].float()
         dg_sets[0][4].fill_(float("nan"))
         dg_fp8(0)
         r["dg_rel8"] = rel_err(dg_sets[0][4][rt.valid], ref8)  # against ours: same quantized operands
@@ -315,18 +330,18 @@ def bench_masked(lib, spec):
     r.update(medians_ms(fns, 30))
     r["bytes_bf16"] = 2.0 * (routed * k + g * n * k + routed * n)
     del sets
-    fsets = fp8_sets(m, g, k, n)
+    fsets = fp8_sets(m, g, k, n, groups=g)
 
     def ours_fp8(i):
-        aq, sa, wq, sb, d = fsets[i]
-        call_ours(lib, "masked", FP8, aq, wq, d, index, sa, sb, max_m, n, k, g)
+        aq, sa, st, wq, sb, d, _ = fsets[i]
+        call_ours(lib, "masked", FP8, aq, wq, d, index, sa, sb, max_m, n, k, g, st)
 
     kb, nb = (k + 127) // 128, (n + 127) // 128
     r["bytes_fp8"] = routed * k + g * n * k + 2.0 * routed * n + 4.0 * (routed * kb + g * nb * kb)
     # expected_m: DeepGEMM's tile hint, the mean of masked_m
     expected = max(1, routed // g)
-    dg_sets = [(aq.view(g, max_m, k), dg_sfa(sa.view(g, max_m, kb)), wq, sb, d.view(g, max_m, n))
-               for aq, sa, wq, sb, d in fsets] if DG is not None else None
+    dg_sets = [(f[0].view(g, max_m, k), dg_sfa(f[6].view(g, max_m, kb)), f[3], f[4], f[5].view(g, max_m, n))
+               for f in fsets] if DG is not None else None
 
     def dg_fp8(i):
         aq, sa, wq, sb, d = dg_sets[i]
@@ -339,10 +354,10 @@ def bench_masked(lib, spec):
     if DG is not None:
         valid = (torch.arange(max_m, device="cuda").view(1, max_m) < index.view(g, 1)).view(-1)
         ours_fp8(0)
-        ref8 = fsets[0][4][valid].float()
-        fsets[0][4].fill_(float("nan"))  # only what DeepGEMM writes counts
+        ref8 = fsets[0][5][valid].float()
+        fsets[0][5].fill_(float("nan"))  # only what DeepGEMM writes counts
         dg_fp8(0)
-        r["dg_rel8"] = rel_err(fsets[0][4][valid], ref8)
+        r["dg_rel8"] = rel_err(fsets[0][5][valid], ref8)
         del dg_sets
     del fsets
     torch.cuda.empty_cache()
