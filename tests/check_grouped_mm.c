@@ -180,6 +180,73 @@ START_TEST(kernel_by_shape)
 }
 END_TEST
 
+/* Which fp8 problems load sfa by TMA (CG_GMM_ARG_SFA_TMA, with a fourth
+ * tensor map on sfa): DeepGEMM's MN-major layout with a 16-byte aligned base
+ * and strides, in every form whose tiles start on a multiple of 64 rows,
+ * so not offs; every other sfa goes through the scale warp. */
+static const struct sfa_choice {
+	const char *what;
+	int form;
+	int64_t sfa_stride_m, sfa_stride_k, sfa_stride_g;
+	uint64_t sfa_offset; /* bytes past a 256-byte aligned allocation */
+	int64_t m, n, k, g;  /* masked: m = max_m */
+	int tma;
+} sfa_choices[] = {
+    {"contiguous, MN-major", CG_GMM_FORM_CONTIGUOUS, 1, 8192, 0, 0, 8192, 4096, 7168, 32, 1},
+    {"contiguous, row-major", CG_GMM_FORM_CONTIGUOUS, 0, 0, 0, 0, 8192, 4096, 7168, 32, 0},
+    {"psum, MN-major", CG_GMM_FORM_PSUM, 1, 32768, 0, 0, 32768, 1536, 2048, 128, 1},
+    {"offs, MN-major: groups start on any row", CG_GMM_FORM_OFFS, 1, 8192, 0, 0, 8192, 4096, 7168, 32, 0},
+    {"contiguous, MN-major, sfa 4 bytes past 16", CG_GMM_FORM_CONTIGUOUS, 1, 8192, 0, 4, 8192, 4096, 7168, 32, 0},
+    {"contiguous, MN-major, k stride of 8190 rows", CG_GMM_FORM_CONTIGUOUS, 1, 8190, 0, 0, 8190, 4096, 7168, 32,
+     0},
+    {"masked, MN-major, groups packed", CG_GMM_FORM_MASKED, 1, 256, 0, 0, 256, 4096, 7168, 32, 1},
+    {"masked, MN-major, groups 5 floats apart", CG_GMM_FORM_MASKED, 1, 256, 56 * 256 + 5, 0, 256, 4096, 7168, 32,
+     0},
+    {"masked decode on split tiles, MN-major", CG_GMM_FORM_MASKED, 1, 64, 0, 0, 64, 4096, 7168, 32, 1},
+};
+
+START_TEST(sfa_by_tma)
+{
+	const struct sfa_choice *c = &sfa_choices[_i];
+	device0_current();
+	CUdeviceptr a, b, d, index, sfa, sfb;
+	ck_assert_int_eq(cuMemAlloc(&a, 1 << 30), CUDA_SUCCESS);
+	ck_assert_int_eq(cuMemAlloc(&b, 1 << 30), CUDA_SUCCESS);
+	ck_assert_int_eq(cuMemAlloc(&d, 1 << 30), CUDA_SUCCESS);
+	ck_assert_int_eq(cuMemAlloc(&index, 1 << 20), CUDA_SUCCESS);
+	ck_assert_int_eq(cuMemAlloc(&sfa, 1 << 24), CUDA_SUCCESS);
+	ck_assert_int_eq(cuMemAlloc(&sfb, 1 << 24), CUDA_SUCCESS);
+	sfa += c->sfa_offset;
+	fake_reset();
+	const int rc = c->form == CG_GMM_FORM_MASKED
+			   ? masked(0, CG_GMM_FP8_E4M3, CG_GMM_B_NK, 0, a, b, d, index, sfa, sfb, c->sfa_stride_m,
+				    c->sfa_stride_k, c->sfa_stride_g, c->m, c->n, c->k, c->g)
+			   : (c->form == CG_GMM_FORM_OFFS ? offs : c->form == CG_GMM_FORM_PSUM ? psum : contiguous)(
+				 0, CG_GMM_FP8_E4M3, CG_GMM_B_NK, 0, a, b, d, index, sfa, sfb, c->sfa_stride_m,
+				 c->sfa_stride_k, c->m, c->n, c->k, c->g);
+	accepted(rc);
+	if (rc != CUDA_SUCCESS)
+		return; /* no kernels in this build */
+	struct fake_launch_info ran;
+	ck_assert_msg(fake_last_launch(&ran), "%s: nothing launched", c->what);
+	/* sm90 parameters: tensor maps of A, B, D and sfa, then the argument
+	 * block, last and right after sfa's map */
+	struct cg_gmm_args args;
+	CUtensorMap map;
+	ck_assert_msg(ran.argbytes >= 4 * sizeof map + sizeof args, "%s: %zu bytes of arguments", c->what,
+		      ran.argbytes);
+	const size_t at = ran.argbytes - sizeof args;
+	memcpy(&args, ran.args + at, sizeof args);
+	ck_assert_msg(!(args.flags & CG_GMM_ARG_SFA_TMA) == !c->tma, "%s: sfa by TMA %s", c->what,
+		      c->tma ? "expected, not set" : "set, not expected");
+	CUdeviceptr mapped = 0;
+	memcpy(&map, ran.args + at - sizeof map, sizeof map);
+	if (c->tma)
+		ck_assert_msg(fake_tensor_map_address(&map, &mapped) && mapped == sfa, "%s: no tensor map on sfa",
+			      c->what);
+}
+END_TEST
+
 /* A default stream on a thread with no current context (PyTorch's autograd
  * thread for device 0, before its first runtime call) runs in device 0's
  * primary context, as the CUDA runtime would; with a context current, the
@@ -260,6 +327,7 @@ int main(void)
 	TCase *k = tcase_create("kernel choice");
 	tcase_add_checked_fixture(k, setup, NULL);
 	tcase_add_loop_test(k, kernel_by_shape, 0, sizeof choices / sizeof choices[0]);
+	tcase_add_loop_test(k, sfa_by_tma, 0, sizeof sfa_choices / sizeof sfa_choices[0]);
 	tcase_add_test(k, default_stream_without_context);
 	suite_add_tcase(s, k);
 	TCase *m = tcase_create("kernel table");
