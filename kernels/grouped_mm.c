@@ -134,11 +134,11 @@ static CUresult encode(const struct cg_gmm_driver *drv, CUtensorMap *map, const 
  * read as zeros.  D [rows, n] in 64 x 64 boxes where the epilogue stores
  * through TMA (CG_GMM_ARG_D_TMA); out-of-range parts of a box are not
  * written.  MN-major sfa (CG_GMM_ARG_SFA_TMA) as [groups, k blocks, rows]
- * in boxes of bm rows of one block (one group of max_m rows per masked
- * group, else one of all rows). */
+ * in boxes of bm rows of one block: masked groups of max_m rows sfa_group
+ * elements apart, else one group of all rows. */
 static CUresult tensor_maps(const struct cg_gmm_driver *drv, const struct cg_gmm_problem *p, int64_t rows,
-			    const struct cg_gmm_kernel_info *k, const struct cg_gmm_args *args, CUtensorMap *ta,
-			    CUtensorMap *tb, CUtensorMap *td, CUtensorMap *ts)
+			    const struct cg_gmm_kernel_info *k, const struct cg_gmm_args *args, int64_t sfa_group,
+			    CUtensorMap *ta, CUtensorMap *tb, CUtensorMap *td, CUtensorMap *ts)
 {
 	const unsigned flags = (unsigned)args->flags;
 	const cuuint64_t esz = k->fp8 ? 1 : 2;
@@ -152,8 +152,7 @@ static CUresult tensor_maps(const struct cg_gmm_driver *drv, const struct cg_gmm
 	if (flags & CG_GMM_ARG_SFA_TMA) {
 		const int masked = args->group_rows > 0;
 		const cuuint64_t kb = (kk + 127) / 128, sk = (cuuint64_t)args->sfa_sk;
-		/* masked: group g's rows start g * max_m rows on, plus sfa_sg */
-		const cuuint64_t sg = masked ? (cuuint64_t)(args->group_rows * args->sfa_sm + args->sfa_sg) : kb * sk;
+		const cuuint64_t sg = masked ? (cuuint64_t)sfa_group : kb * sk;
 		const cuuint64_t s_dims[3] = {masked ? (cuuint64_t)args->group_rows : m, kb, masked ? g : 1};
 		const cuuint64_t s_strides[2] = {sk * 4, sg * 4};
 		const cuuint32_t s_box[3] = {(cuuint32_t)k->bm, 1, 1};
@@ -197,10 +196,11 @@ static CUresult enqueue(const struct cg_gmm_driver *drv, CUcontext ctx, CUstream
 	const int64_t sfa_sm = use_default_sfa ? kb : p->sfa_stride_m, sfa_sk = use_default_sfa ? 1 : p->sfa_stride_k;
 	/* the kernels count A's rows across groups (masked: g * max_m + row);
 	 * the per-group term moves group g's rows onto its own sfa block */
-	int64_t sfa_sg = 0;
+	int64_t sfa_sg = 0, sfa_group = 0; /* masked: elements from one group's sfa to the next */
 	if (form == CG_GMM_FORM_MASKED) {
 		const int64_t packed = p->m * sfa_sm > kb * sfa_sk ? p->m * sfa_sm : kb * sfa_sk;
-		sfa_sg = (p->sfa_stride_g ? p->sfa_stride_g : packed) - p->m * sfa_sm;
+		sfa_group = p->sfa_stride_g ? p->sfa_stride_g : packed;
+		sfa_sg = sfa_group - p->m * sfa_sm;
 	}
 	struct cg_gmm_args args = {
 		.a = (const void *)(uintptr_t)p->a,
@@ -235,7 +235,6 @@ static CUresult enqueue(const struct cg_gmm_driver *drv, CUcontext ctx, CUstream
 	 * on a 16-byte boundary: tiles start on multiples of 64 rows in every
 	 * form but offs, whose groups start on any row (tried: such a box
 	 * faults, an illegal instruction) */
-	const int64_t sfa_group = form == CG_GMM_FORM_MASKED ? p->m * sfa_sm + sfa_sg : 0;
 	if (fp8 && k->sm90 && form != CG_GMM_FORM_OFFS && sfa_sm == 1 && aligned(p->sfa, 16) && sfa_sk % 4 == 0 &&
 	    sfa_group % 4 == 0)
 		args.flags |= CG_GMM_ARG_SFA_TMA;
@@ -251,7 +250,7 @@ static CUresult enqueue(const struct cg_gmm_driver *drv, CUcontext ctx, CUstream
 	CUtensorMap ta, tb, td = {{0}}, ts = {{0}};
 	void *sm90_params[] = {&ta, &tb, &td, &ts, &args};
 	void *sm80_params[] = {&args};
-	if (k->sm90 && (r = tensor_maps(drv, p, rows, k, &args, &ta, &tb, &td, &ts)) != CUDA_SUCCESS)
+	if (k->sm90 && (r = tensor_maps(drv, p, rows, k, &args, sfa_group, &ta, &tb, &td, &ts)) != CUDA_SUCCESS)
 		return r;
 	r = drv->cuLaunchKernel(mod->fn[id], grid, 1, 1, (unsigned)cg_gmm_kernel_threads(k), 1, 1, smem, s,
 				k->sm90 ? sm90_params : sm80_params, NULL);

@@ -153,29 +153,47 @@ static CUcontext device0_current(void)
 	return ctx;
 }
 
-START_TEST(kernel_by_shape)
+/* One fp8 or bf16 problem of the given form launched on the fake in device
+ * 0's primary context: its operands fresh address ranges (the fake backs
+ * nothing: sizes need not be exact), sfa sfa_offset bytes into its range
+ * (*sfa set to that address), sfa strides (m, k, g) as the ctypes API takes
+ * them.  Returns whether it launched (false in a build without kernels),
+ * the launch in *ran. */
+static int launch_one(const char *what, int form, int dtype, int b_layout, unsigned flags, const int64_t strides[3],
+		      uint64_t sfa_offset, int64_t m, int64_t n, int64_t k, int64_t g, struct fake_launch_info *ran,
+		      CUdeviceptr *sfa)
 {
-	const struct choice *c = &choices[_i];
 	device0_current();
-	/* address ranges only (the fake backs nothing): sizes need not be exact */
-	CUdeviceptr a, b, d, index, sfa, sfb;
+	CUdeviceptr a, b, d, index, sfb;
 	ck_assert_int_eq(cuMemAlloc(&a, 1 << 30), CUDA_SUCCESS);
 	ck_assert_int_eq(cuMemAlloc(&b, 1 << 30), CUDA_SUCCESS);
 	ck_assert_int_eq(cuMemAlloc(&d, 1 << 30), CUDA_SUCCESS);
 	ck_assert_int_eq(cuMemAlloc(&index, 1 << 20), CUDA_SUCCESS);
-	ck_assert_int_eq(cuMemAlloc(&sfa, 1 << 24), CUDA_SUCCESS);
+	ck_assert_int_eq(cuMemAlloc(sfa, 1 << 24), CUDA_SUCCESS);
 	ck_assert_int_eq(cuMemAlloc(&sfb, 1 << 24), CUDA_SUCCESS);
+	*sfa += sfa_offset;
 	fake_reset();
-	const int rc =
-	    c->form == CG_GMM_FORM_MASKED
-		? masked(0, c->dtype, c->b_layout, c->flags, a, b, d, index, sfa, sfb, 0, 0, 0, c->m, c->n, c->k, c->g)
-		: (c->form == CG_GMM_FORM_OFFS ? offs : c->form == CG_GMM_FORM_PSUM ? psum : contiguous)(
-		      0, c->dtype, c->b_layout, c->flags, a, b, d, index, sfa, sfb, 0, 0, c->m, c->n, c->k, c->g);
+	const int rc = form == CG_GMM_FORM_MASKED
+			   ? masked(0, dtype, b_layout, flags, a, b, d, index, *sfa, sfb, strides[0], strides[1],
+				    strides[2], m, n, k, g)
+			   : (form == CG_GMM_FORM_OFFS ? offs : form == CG_GMM_FORM_PSUM ? psum : contiguous)(
+				 0, dtype, b_layout, flags, a, b, d, index, *sfa, sfb, strides[0], strides[1], m, n, k, g);
 	accepted(rc);
 	if (rc != CUDA_SUCCESS)
-		return; /* no kernels in this build */
+		return 0;
+	ck_assert_msg(fake_last_launch(ran), "%s: nothing launched", what);
+	return 1;
+}
+
+START_TEST(kernel_by_shape)
+{
+	const struct choice *c = &choices[_i];
+	static const int64_t row_major[3] = {0, 0, 0};
 	struct fake_launch_info ran;
-	ck_assert_msg(fake_last_launch(&ran), "%s: nothing launched", c->what);
+	CUdeviceptr sfa;
+	if (!launch_one(c->what, c->form, c->dtype, c->b_layout, c->flags, row_major, 0, c->m, c->n, c->k, c->g, &ran,
+			&sfa))
+		return; /* no kernels in this build */
 	ck_assert_msg(!strcmp(ran.kernel, c->kernel), "%s: ran %s, expected %s", c->what, ran.kernel, c->kernel);
 }
 END_TEST
@@ -187,48 +205,32 @@ END_TEST
 static const struct sfa_choice {
 	const char *what;
 	int form;
-	int64_t sfa_stride_m, sfa_stride_k, sfa_stride_g;
-	uint64_t sfa_offset; /* bytes past a 256-byte aligned allocation */
+	int64_t sfa_strides[3]; /* m, k, g */
+	uint64_t sfa_offset;    /* bytes past a 256-byte aligned allocation */
 	int64_t m, n, k, g;  /* masked: m = max_m */
 	int tma;
 } sfa_choices[] = {
-    {"contiguous, MN-major", CG_GMM_FORM_CONTIGUOUS, 1, 8192, 0, 0, 8192, 4096, 7168, 32, 1},
-    {"contiguous, row-major", CG_GMM_FORM_CONTIGUOUS, 0, 0, 0, 0, 8192, 4096, 7168, 32, 0},
-    {"psum, MN-major", CG_GMM_FORM_PSUM, 1, 32768, 0, 0, 32768, 1536, 2048, 128, 1},
-    {"offs, MN-major: groups start on any row", CG_GMM_FORM_OFFS, 1, 8192, 0, 0, 8192, 4096, 7168, 32, 0},
-    {"contiguous, MN-major, sfa 4 bytes past 16", CG_GMM_FORM_CONTIGUOUS, 1, 8192, 0, 4, 8192, 4096, 7168, 32, 0},
-    {"contiguous, MN-major, k stride of 8190 rows", CG_GMM_FORM_CONTIGUOUS, 1, 8190, 0, 0, 8190, 4096, 7168, 32,
+    {"contiguous, MN-major", CG_GMM_FORM_CONTIGUOUS, {1, 8192, 0}, 0, 8192, 4096, 7168, 32, 1},
+    {"contiguous, row-major", CG_GMM_FORM_CONTIGUOUS, {0, 0, 0}, 0, 8192, 4096, 7168, 32, 0},
+    {"psum, MN-major", CG_GMM_FORM_PSUM, {1, 32768, 0}, 0, 32768, 1536, 2048, 128, 1},
+    {"offs, MN-major: groups start on any row", CG_GMM_FORM_OFFS, {1, 8192, 0}, 0, 8192, 4096, 7168, 32, 0},
+    {"contiguous, MN-major, sfa 4 bytes past 16", CG_GMM_FORM_CONTIGUOUS, {1, 8192, 0}, 4, 8192, 4096, 7168, 32, 0},
+    {"contiguous, MN-major, k stride of 8190 rows", CG_GMM_FORM_CONTIGUOUS, {1, 8190, 0}, 0, 8190, 4096, 7168, 32,
      0},
-    {"masked, MN-major, groups packed", CG_GMM_FORM_MASKED, 1, 256, 0, 0, 256, 4096, 7168, 32, 1},
-    {"masked, MN-major, groups 5 floats apart", CG_GMM_FORM_MASKED, 1, 256, 56 * 256 + 5, 0, 256, 4096, 7168, 32,
+    {"masked, MN-major, groups packed", CG_GMM_FORM_MASKED, {1, 256, 0}, 0, 256, 4096, 7168, 32, 1},
+    {"masked, MN-major, groups 5 floats apart", CG_GMM_FORM_MASKED, {1, 256, 56 * 256 + 5}, 0, 256, 4096, 7168, 32,
      0},
-    {"masked decode on split tiles, MN-major", CG_GMM_FORM_MASKED, 1, 64, 0, 0, 64, 4096, 7168, 32, 1},
+    {"masked decode on split tiles, MN-major", CG_GMM_FORM_MASKED, {1, 64, 0}, 0, 64, 4096, 7168, 32, 1},
 };
 
 START_TEST(sfa_by_tma)
 {
 	const struct sfa_choice *c = &sfa_choices[_i];
-	device0_current();
-	CUdeviceptr a, b, d, index, sfa, sfb;
-	ck_assert_int_eq(cuMemAlloc(&a, 1 << 30), CUDA_SUCCESS);
-	ck_assert_int_eq(cuMemAlloc(&b, 1 << 30), CUDA_SUCCESS);
-	ck_assert_int_eq(cuMemAlloc(&d, 1 << 30), CUDA_SUCCESS);
-	ck_assert_int_eq(cuMemAlloc(&index, 1 << 20), CUDA_SUCCESS);
-	ck_assert_int_eq(cuMemAlloc(&sfa, 1 << 24), CUDA_SUCCESS);
-	ck_assert_int_eq(cuMemAlloc(&sfb, 1 << 24), CUDA_SUCCESS);
-	sfa += c->sfa_offset;
-	fake_reset();
-	const int rc = c->form == CG_GMM_FORM_MASKED
-			   ? masked(0, CG_GMM_FP8_E4M3, CG_GMM_B_NK, 0, a, b, d, index, sfa, sfb, c->sfa_stride_m,
-				    c->sfa_stride_k, c->sfa_stride_g, c->m, c->n, c->k, c->g)
-			   : (c->form == CG_GMM_FORM_OFFS ? offs : c->form == CG_GMM_FORM_PSUM ? psum : contiguous)(
-				 0, CG_GMM_FP8_E4M3, CG_GMM_B_NK, 0, a, b, d, index, sfa, sfb, c->sfa_stride_m,
-				 c->sfa_stride_k, c->m, c->n, c->k, c->g);
-	accepted(rc);
-	if (rc != CUDA_SUCCESS)
-		return; /* no kernels in this build */
 	struct fake_launch_info ran;
-	ck_assert_msg(fake_last_launch(&ran), "%s: nothing launched", c->what);
+	CUdeviceptr sfa;
+	if (!launch_one(c->what, c->form, CG_GMM_FP8_E4M3, CG_GMM_B_NK, 0, c->sfa_strides, c->sfa_offset, c->m, c->n,
+			c->k, c->g, &ran, &sfa))
+		return; /* no kernels in this build */
 	/* sm90 parameters: tensor maps of A, B, D and sfa, then the argument
 	 * block, last and right after sfa's map */
 	struct cg_gmm_args args;
