@@ -37,6 +37,7 @@ round), so each ratio sees the same clocks and temperature.
 Library: $CG_GMM_LIB, else build/kernels/libcg_gmm.so, else build/libctxguard.so.
 """
 import argparse
+import collections
 import math
 import os
 import statistics
@@ -188,14 +189,19 @@ def mn_major(sa, groups=1):
     return t, (1, p4)
 
 
+# One fp8 problem's operands: sfa MN-major with its strides (mn_major()), and
+# the row-major sfa it came from, for DeepGEMM's own conversion.
+Fp8Set = collections.namedtuple("Fp8Set", "a sfa sfa_strides b sfb d sfa_rows")
+
+
 def fp8_sets(m, e, k, n, groups=1):
-    """SETS of (A, sfa, sfa strides, B, sfb, D), sfa MN-major (mn_major()),
-    with the row-major sfa last, for DeepGEMM's own conversion."""
+    """SETS Fp8Sets."""
     out = []
     for _ in range(SETS):
         aq, sa, _ = quant_rows(torch.randn(m, k, device="cuda"))
         wq, sb, _ = quant_blocks(torch.randn(e, n, k, device="cuda") / math.sqrt(k))
-        out.append((aq, *mn_major(sa, groups), wq, sb, torch.empty(m, n, device="cuda", dtype=torch.bfloat16), sa))
+        out.append(Fp8Set(aq, *mn_major(sa, groups), wq, sb, torch.empty(m, n, device="cuda", dtype=torch.bfloat16),
+                          sa))
     return out
 
 
@@ -261,18 +267,18 @@ def bench_shape(lib, shape, kind, with_loop):
     fsets = fp8_sets(rt.m, e, k, n)
 
     def ours_fp8(i):
-        aq, sa, st, wq, sb, d, _ = fsets[i]
-        call_ours(lib, rt.form, FP8, aq, wq, d, rt.index, sa, sb, rt.m, n, k, e, st)
+        f = fsets[i]
+        call_ours(lib, rt.form, FP8, f.a, f.b, f.d, rt.index, f.sfa, f.sfb, rt.m, n, k, e, f.sfa_strides)
 
-    dg_sets = [(f[0], dg_sfa(f[6]), f[3], f[4], f[5]) for f in fsets] if dg else None
+    dg_sets = [(f.a, dg_sfa(f.sfa_rows), f.b, f.sfb, f.d) for f in fsets] if dg else None
 
     def dg_fp8(i):
         aq, sa, wq, sb, d = dg_sets[i]
         DG.m_grouped_fp8_gemm_nt_contiguous((aq, sa), (wq, sb), d, rt.index)
 
     def ours_fp8_psum(i):
-        aq, sa, st, wq, sb, d, _ = fsets[i]
-        call_ours(lib, "psum", FP8, aq, wq, d, rt.psum, sa, sb, rt.m, n, k, e, st)
+        f = fsets[i]
+        call_ours(lib, "psum", FP8, f.a, f.b, f.d, rt.psum, f.sfa, f.sfb, rt.m, n, k, e, f.sfa_strides)
 
     fns = {"fp8": ours_fp8}
     if dg:
@@ -282,7 +288,7 @@ def bench_shape(lib, shape, kind, with_loop):
     r.update(medians_ms(fns, 30))
     if dg:
         ours_fp8(0)
-        ref8 = fsets[0][5][rt.valid].float()
+        ref8 = fsets[0].d[rt.valid].float()
         dg_sets[0][4].fill_(float("nan"))
         dg_fp8(0)
         r["dg_rel8"] = rel_err(dg_sets[0][4][rt.valid], ref8)  # against ours: same quantized operands
@@ -333,14 +339,14 @@ def bench_masked(lib, spec):
     fsets = fp8_sets(m, g, k, n, groups=g)
 
     def ours_fp8(i):
-        aq, sa, st, wq, sb, d, _ = fsets[i]
-        call_ours(lib, "masked", FP8, aq, wq, d, index, sa, sb, max_m, n, k, g, st)
+        f = fsets[i]
+        call_ours(lib, "masked", FP8, f.a, f.b, f.d, index, f.sfa, f.sfb, max_m, n, k, g, f.sfa_strides)
 
     kb, nb = (k + 127) // 128, (n + 127) // 128
     r["bytes_fp8"] = routed * k + g * n * k + 2.0 * routed * n + 4.0 * (routed * kb + g * nb * kb)
     # expected_m: DeepGEMM's tile hint, the mean of masked_m
     expected = max(1, routed // g)
-    dg_sets = [(f[0].view(g, max_m, k), dg_sfa(f[6].view(g, max_m, kb)), f[3], f[4], f[5].view(g, max_m, n))
+    dg_sets = [(f.a.view(g, max_m, k), dg_sfa(f.sfa_rows.view(g, max_m, kb)), f.b, f.sfb, f.d.view(g, max_m, n))
                for f in fsets] if DG is not None else None
 
     def dg_fp8(i):
@@ -354,10 +360,10 @@ def bench_masked(lib, spec):
     if DG is not None:
         valid = (torch.arange(max_m, device="cuda").view(1, max_m) < index.view(g, 1)).view(-1)
         ours_fp8(0)
-        ref8 = fsets[0][5][valid].float()
-        fsets[0][5].fill_(float("nan"))  # only what DeepGEMM writes counts
+        ref8 = fsets[0].d[valid].float()
+        fsets[0].d.fill_(float("nan"))  # only what DeepGEMM writes counts
         dg_fp8(0)
-        r["dg_rel8"] = rel_err(fsets[0][5][valid], ref8)
+        r["dg_rel8"] = rel_err(fsets[0].d[valid], ref8)
         del dg_sets
     del fsets
     torch.cuda.empty_cache()
