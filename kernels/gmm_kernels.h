@@ -77,7 +77,8 @@ CG_HD static inline int cg_gmm_form_has_tables(int form)
 #define CG_GMM_ARG_D_PAIR 4  /* D: 4-byte stores of 2 elements */
 #define CG_GMM_ARG_D_QUAD 8  /* D: 8-byte stores of 4 elements */
 #define CG_GMM_ARG_D_TMA 16  /* D: TMA stores (the kernel's epilogue, D aligned) */
-#define CG_GMM_ARG_SFA_TMA 32 /* fp8 sfa: TMA loads (MN-major, 16-byte strides; SM90) */
+#define CG_GMM_ARG_SFA_TMA 32 /* fp8 sfa: TMA loads (16-byte base and strides; SM90) */
+#define CG_GMM_ARG_SFA_ROWS 64 /* ... of row-major sfa, boxes of 4 k blocks (else MN-major) */
 
 /* Groups the range forms keep in shared memory (row ranges, tile prefix). */
 #define CG_GMM_MAX_OFFS_GROUPS 1024
@@ -101,9 +102,9 @@ struct cg_gmm_args {
 };
 
 /* Shared-memory layout sizes; the kernels carve the same regions in this
- * order: 1024 bytes of alignment slack (SM90 swizzled tiles), the tile
- * buffers, the D tile of a TMA epilogue, the fp8 scales, the mbarriers, the
- * group tables. */
+ * order: the tile buffers (SM90: from a 1024-byte aligned base, for the
+ * swizzled tiles), the D tile of a TMA epilogue, the fp8 scales, the
+ * mbarriers, the group tables. */
 CG_HD static inline unsigned cg_gmm_tables_bytes(int form, int g)
 {
 	/* pre[g + 1], start[g], end[g], 32 warp-chunk totals */
@@ -115,15 +116,15 @@ CG_HD static inline unsigned cg_gmm_sm90_ring_bytes(int esize, int bm, int bn, i
 	return (unsigned)((bm + bn) * bk * esize * stages);
 }
 
-/* esize 1 (fp8) adds each stage's scales, sfa[bm] and sfb[bn/128] padded
- * to a multiple of 128 bytes (a TMA destination's alignment);
- * a TMA epilogue its bm x bn bf16 tile */
+/* esize 1 (fp8) adds each stage's scales: sfb[bn/128] padded to 128 bytes
+ * (a TMA destination's alignment), then up to 4 k blocks of sfa for each of
+ * bm rows; a TMA epilogue its bm x bn bf16 tile */
 CG_HD static inline unsigned cg_gmm_sm90_smem(int esize, int bm, int bn, int bk, int stages, int tma_epi, int form,
 					      int g)
 {
-	return 1024u + cg_gmm_sm90_ring_bytes(esize, bm, bn, bk, stages) + (tma_epi ? (unsigned)(bm * bn * 2) : 0u) +
-	       (unsigned)(2 * stages * 8) +
-	       (esize == 1 ? (unsigned)(stages * (bm + 32) * 4) : 0u) + cg_gmm_tables_bytes(form, g);
+	return cg_gmm_sm90_ring_bytes(esize, bm, bn, bk, stages) + (tma_epi ? (unsigned)(bm * bn * 2) : 0u) +
+	       (unsigned)(2 * stages * 8) + (esize == 1 ? (unsigned)(stages * (4 * bm + 32) * 4) : 0u) +
+	       cg_gmm_tables_bytes(form, g);
 }
 
 /* SM80: A and B tiles of 16-bit elements, rows padded by 8 elements so that

@@ -238,9 +238,12 @@ struct Sm90 {
 	static constexpr int ACC = WN / 2; /* fp32 per thread: 64 x WN per warpgroup */
 	static constexpr int NSB = BN / 128; /* fp8: 128-column scale blocks per tile */
 	static constexpr int NH = WN / 128;  /* ... per warpgroup */
-	/* fp8: each stage's scales, sfa[BM] then sfb[NSB], padded to the 128
-	 * bytes a TMA destination is aligned to */
-	static constexpr int SLOT = FP8 ? BM + 32 : 0;
+	/* fp8: each stage's scales, sfb[NSB] padded to the 128 bytes a TMA
+	 * destination is aligned to, then BM rows of sfa, W floats per row:
+	 * W = 4 where row-major sfa comes by TMA (a box's inner 16 bytes: the
+	 * 4 k blocks holding the stage's), else 1 (MN-major sfa by TMA, or the
+	 * scale warp's copies) */
+	static constexpr int SLOT = FP8 ? 4 * BM + 32 : 0;
 	static_assert(BK * ESZ == 128, "tile rows are one 128-byte swizzle span");
 	static_assert(BM % A_BOX == 0 && A_BOX % 8 == 0, "A's boxes tile its stage in whole swizzle atoms");
 	static_assert(!FP8 || (NK && BK == 128), "fp8: K-major B, one scale block per stage");
@@ -334,7 +337,9 @@ __device__ __forceinline__ bool sm90_store_tma(const float (&acc)[ACC], const CU
 	return true;
 }
 
-extern __shared__ __align__(16) unsigned char cg_smem[];
+/* 1024-byte aligned, as the 128-byte swizzle of the tiles needs (the
+ * kernel checks it): no slack to align it by */
+extern __shared__ __align__(1024) unsigned char cg_smem[];
 
 template <int BM, int BN, int BK, int STAGES, bool FP8, bool NK, bool EPI_TMA>
 __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensorMap &tmb, const CUtensorMap &tmd,
@@ -342,10 +347,12 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 	using C = Sm90<BM, BN, BK, STAGES, FP8, NK>;
-	/* aligned by an offset from cg_smem, not through an integer: the
-	 * compiler then knows every pointer below is shared memory (the fp8
-	 * scales and the group tables are read with LDS, not generic loads) */
-	unsigned char *smem = cg_smem + ((1024u - (smem_u32(cg_smem) & 1023u)) & 1023u);
+	/* offsets from cg_smem, never through an integer: the compiler then
+	 * knows every pointer below is shared memory (the fp8 scales and the
+	 * group tables are read with LDS, not generic loads) */
+	unsigned char *smem = cg_smem;
+	if (smem_u32(cg_smem) & 1023u)
+		__trap();
 	unsigned char *sa = smem;
 	unsigned char *sb = smem + STAGES * C::A_BYTES;
 	/* the TMA epilogue's D tile: 64 x WN bf16 per consumer warpgroup */
@@ -358,6 +365,7 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 	 * allows), else by the scale warp: measured, the scale warp's per-stage
 	 * work cost 3-9% of fp8 prefill time */
 	const bool sfa_tma = FP8 && (a.flags & CG_GMM_ARG_SFA_TMA);
+	const int sfa_w = FP8 && (a.flags & CG_GMM_ARG_SFA_ROWS) ? 4 : 1;
 
 	if (cg_gmm_form_has_tables(a.form))
 		build_tables<BM, C::THREADS>(a, tab);
@@ -402,17 +410,22 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 				 * reading rows past the group through L2 once per column
 				 * tile (masked decode is bound by L2 throughput) */
 				const int a_boxes = (tl.rows + C::A_BOX - 1) / C::A_BOX;
-				mbar_expect_tx(&full[stage], a_boxes * C::A_BOX * 128 + C::B_BYTES + (sfa_tma ? BM * 4 : 0));
+				mbar_expect_tx(&full[stage],
+					       a_boxes * C::A_BOX * 128 + C::B_BYTES + (sfa_tma ? sfa_w * BM * 4 : 0));
 				const int k0 = kb * BK;
-				/* sfa [groups][k blocks][rows of a group]: masked rows count
-				 * from their group's first, the other forms' from A's */
+				/* sfa [groups][k blocks][rows of a group] (MN-major) or
+				 * [groups][rows of a group][k blocks] (row-major: the box of
+				 * the 4 blocks holding kb); masked rows count from their
+				 * group's first, the other forms' from A's */
 				if (sfa_tma) {
 					float *slot = scales + stage * C::SLOT;
-					tma_load_3d(slot, &tms, &full[stage], tl.m0 - tl.g * a.group_rows, kb,
+					const int r = tl.m0 - tl.g * a.group_rows;
+					const bool rows = sfa_w == 4;
+					tma_load_3d(slot + 32, &tms, &full[stage], rows ? kb & ~3 : r, rows ? r : kb,
 						    a.group_rows ? tl.g : 0);
 #pragma unroll
 					for (int j = 0; j < C::NSB; ++j)
-						cp_async_4(slot + BM + j, sfb_at(a, tl, j, kb));
+						cp_async_4(slot + j, sfb_at(a, tl, j, kb));
 					cp_async_arrive(&full[stage]);
 				}
 #pragma unroll
@@ -435,9 +448,9 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 				float *slot = scales + stage * C::SLOT;
 #pragma unroll
 				for (int i = 0; i < BM / 32; ++i)
-					cp_async_4(slot + i * 32 + lane, sfa + min(i * 32 + lane, tl.rows - 1) * a.sfa_sm);
+					cp_async_4(slot + 32 + i * 32 + lane, sfa + min(i * 32 + lane, tl.rows - 1) * a.sfa_sm);
 				if (lane < C::NSB)
-					cp_async_4(slot + BM + lane, sfb_at(a, tl, lane, kb));
+					cp_async_4(slot + lane, sfb_at(a, tl, lane, kb));
 				cp_async_arrive(&full[stage]);
 			});
 		}
@@ -454,6 +467,7 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 	const int cw = wg - 1;
 	const int r0 = C::ROW_SPLIT ? cw * 64 : 0, c0 = C::ROW_SPLIT ? 0 : cw * C::WN;
 	const int row = r0 + ((threadIdx.x >> 5) & 3) * 16 + (lane >> 2); /* this thread's tile row */
+	const int sa_at = 32 + row * sfa_w; /* fp8: its sfa in a stage's slot */
 	const Desc a_desc(smem_u32(sa) + r0 * 128, 16, 1024);
 	const Desc b_desc(smem_u32(sb) + c0 * 128, NK ? 16 : BK * 128, 1024);
 	float acc[C::ACC];
@@ -488,11 +502,12 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 			const uint32_t ad = stage * C::A_BYTES, bd = stage * C::B_BYTES;
 			if constexpr (FP8) {
 				const float *slot = scales + stage * C::SLOT;
-				const float sa_0 = slot[row], sa_1 = slot[row + 8];
+				const int q = kb & (sfa_w - 1);
+				const float sa_0 = slot[sa_at + q], sa_1 = slot[sa_at + 8 * sfa_w + q];
 				float sb_h[C::NH];
 #pragma unroll
 				for (int h = 0; h < C::NH; ++h)
-					sb_h[h] = slot[BM + c0 / 128 + h];
+					sb_h[h] = slot[c0 / 128 + h];
 				/* per 128-channel block: fresh fp32 partial sums in tmp, then
 				 * acc += tmp * sfa[row] * sfb[block] (DeepGEMM's promotion) */
 #pragma unroll

@@ -30,10 +30,13 @@
  * TMA-aligned layout.  sfa_stride_g is for the masked form only (0 elsewhere);
  * 0 there means groups packed one after another: max(m * sfa_stride_m,
  * ceil(K/128) * sfa_stride_k) after the defaulting above.  The Hopper
- * kernels load the MN-major layout by TMA (1-7% faster on prefill shapes)
- * where sfa is 16-byte aligned with sfa_stride_k and sfa_stride_g multiples
- * of 4, in every form but offs (whose groups start on any row); any other
- * strides go through a warp of 4-byte copies.  sfb fp32
+ * kernels load sfa by TMA (1-7% faster on prefill shapes) where it is
+ * 16-byte aligned with sfa_stride_g a multiple of 4 and either MN-major
+ * with sfa_stride_k a multiple of 4, in every form but offs (whose groups
+ * start on any row), or row-major (sfa_stride_k = 1) with sfa_stride_m a
+ * multiple of 4, in every form: the default row-major layout qualifies when
+ * ceil(K/128) is a multiple of 4.  Other strides go through a warp of
+ * 4-byte copies.  sfb fp32
  * [G, ceil(N/128), ceil(K/128)], one scale per 128x128 block of B.  fp8 B
  * must be [G, N, K] for the Hopper kernels (wgmma reads fp8 K-major only);
  * [G, K, N] runs on the portable kernels.

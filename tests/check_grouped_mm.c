@@ -199,28 +199,41 @@ START_TEST(kernel_by_shape)
 END_TEST
 
 /* Which fp8 problems load sfa by TMA (CG_GMM_ARG_SFA_TMA, with a fourth
- * tensor map on sfa): DeepGEMM's MN-major layout with a 16-byte aligned base
- * and strides, in every form whose tiles start on a multiple of 64 rows,
- * so not offs; every other sfa goes through the scale warp. */
+ * tensor map on sfa), and in which boxes: DeepGEMM's MN-major layout with a
+ * 16-byte aligned base and strides, in every form whose tiles start on a
+ * multiple of 64 rows, so not offs; row-major sfa (CG_GMM_ARG_SFA_ROWS)
+ * whose rows are a multiple of 4 blocks (16 bytes) apart, in every form;
+ * every other sfa goes through the scale warp. */
 static const struct sfa_choice {
 	const char *what;
 	int form;
 	int64_t sfa_strides[3]; /* m, k, g */
 	uint64_t sfa_offset;    /* bytes past a 256-byte aligned allocation */
 	int64_t m, n, k, g;  /* masked: m = max_m */
-	int tma;
+	int tma, rows;
 } sfa_choices[] = {
-    {"contiguous, MN-major", CG_GMM_FORM_CONTIGUOUS, {1, 8192, 0}, 0, 8192, 4096, 7168, 32, 1},
-    {"contiguous, row-major", CG_GMM_FORM_CONTIGUOUS, {0, 0, 0}, 0, 8192, 4096, 7168, 32, 0},
-    {"psum, MN-major", CG_GMM_FORM_PSUM, {1, 32768, 0}, 0, 32768, 1536, 2048, 128, 1},
-    {"offs, MN-major: groups start on any row", CG_GMM_FORM_OFFS, {1, 8192, 0}, 0, 8192, 4096, 7168, 32, 0},
-    {"contiguous, MN-major, sfa 4 bytes past 16", CG_GMM_FORM_CONTIGUOUS, {1, 8192, 0}, 4, 8192, 4096, 7168, 32, 0},
+    {"contiguous, MN-major", CG_GMM_FORM_CONTIGUOUS, {1, 8192, 0}, 0, 8192, 4096, 7168, 32, 1, 0},
+    {"contiguous, row-major, 56 blocks", CG_GMM_FORM_CONTIGUOUS, {0, 0, 0}, 0, 8192, 4096, 7168, 32, 1, 1},
+    {"psum, MN-major", CG_GMM_FORM_PSUM, {1, 32768, 0}, 0, 32768, 1536, 2048, 128, 1, 0},
+    {"offs, MN-major: groups start on any row", CG_GMM_FORM_OFFS, {1, 8192, 0}, 0, 8192, 4096, 7168, 32, 0, 0},
+    {"offs, row-major, 16 blocks", CG_GMM_FORM_OFFS, {0, 0, 0}, 0, 32768, 1536, 2048, 128, 1, 1},
+    {"offs, row-major, 6 blocks (rows 24 bytes apart)", CG_GMM_FORM_OFFS, {0, 0, 0}, 0, 32768, 2048, 768, 128, 0,
+     0},
+    {"offs, row-major, 6 blocks in rows of 8", CG_GMM_FORM_OFFS, {8, 1, 0}, 0, 32768, 2048, 768, 128, 1, 1},
+    {"offs, row-major, 16 blocks, sfa 4 bytes past 16", CG_GMM_FORM_OFFS, {0, 0, 0}, 4, 32768, 1536, 2048, 128, 0,
+     0},
+    {"contiguous, MN-major, sfa 4 bytes past 16", CG_GMM_FORM_CONTIGUOUS, {1, 8192, 0}, 4, 8192, 4096, 7168, 32, 0,
+     0},
     {"contiguous, MN-major, k stride of 8190 rows", CG_GMM_FORM_CONTIGUOUS, {1, 8190, 0}, 0, 8190, 4096, 7168, 32,
-     0},
-    {"masked, MN-major, groups packed", CG_GMM_FORM_MASKED, {1, 256, 0}, 0, 256, 4096, 7168, 32, 1},
+     0, 0},
+    {"masked, MN-major, groups packed", CG_GMM_FORM_MASKED, {1, 256, 0}, 0, 256, 4096, 7168, 32, 1, 0},
     {"masked, MN-major, groups 5 floats apart", CG_GMM_FORM_MASKED, {1, 256, 56 * 256 + 5}, 0, 256, 4096, 7168, 32,
-     0},
-    {"masked decode on split tiles, MN-major", CG_GMM_FORM_MASKED, {1, 64, 0}, 0, 64, 4096, 7168, 32, 1},
+     0, 0},
+    {"masked, row-major, groups packed", CG_GMM_FORM_MASKED, {0, 0, 0}, 0, 256, 4096, 7168, 32, 1, 1},
+    {"masked, row-major, groups 5 floats apart", CG_GMM_FORM_MASKED, {56, 1, 56 * 256 + 5}, 0, 256, 4096, 7168, 32,
+     0, 0},
+    {"masked decode on split tiles, MN-major", CG_GMM_FORM_MASKED, {1, 64, 0}, 0, 64, 4096, 7168, 32, 1, 0},
+    {"masked decode on split tiles, row-major", CG_GMM_FORM_MASKED, {0, 0, 0}, 0, 64, 4096, 7168, 32, 1, 1},
 };
 
 START_TEST(sfa_by_tma)
@@ -241,6 +254,8 @@ START_TEST(sfa_by_tma)
 	memcpy(&args, ran.args + at, sizeof args);
 	ck_assert_msg(!(args.flags & CG_GMM_ARG_SFA_TMA) == !c->tma, "%s: sfa by TMA %s", c->what,
 		      c->tma ? "expected, not set" : "set, not expected");
+	ck_assert_msg(!(args.flags & CG_GMM_ARG_SFA_ROWS) == !c->rows, "%s: row-major sfa boxes %s", c->what,
+		      c->rows ? "expected, not set" : "set, not expected");
 	CUdeviceptr mapped = 0;
 	memcpy(&map, ran.args + at - sizeof map, sizeof map);
 	if (c->tma)

@@ -103,14 +103,15 @@ class Case:
     0..max_m to test the clamp); sfa_mn_major: DeepGEMM's MN-major
     TMA-aligned sfa; sfa_group_pad: masked only, extra elements between
     groups' sfa blocks, passed as an explicit sfa_stride_g (None: 0, the
-    packed default)."""
+    packed default); sfa_row_pad: not masked, row-major sfa rows that many
+    NaN elements longer than their blocks, passed as sfa_stride_m."""
 
     def __init__(self, name, form, dtype, b_layout, sizes, k, n, misalign=False, sfa_mn_major=False,
-                 max_m=0, sfa_group_pad=None):
+                 max_m=0, sfa_group_pad=None, sfa_row_pad=0):
         self.name, self.form, self.dtype, self.b_layout = name, form, dtype, b_layout
         self.sizes, self.k, self.n = sizes, k, n
         self.misalign, self.sfa_mn_major = misalign, sfa_mn_major
-        self.max_m, self.sfa_group_pad = max_m, sfa_group_pad
+        self.max_m, self.sfa_group_pad, self.sfa_row_pad = max_m, sfa_group_pad, sfa_row_pad
 
 
 def align(x, to):
@@ -163,6 +164,10 @@ def pack_sfa(case, sfa, m):
     Returns (tensor, strides as call() takes them)."""
     dev = "cuda"
     kb = sfa.shape[1]
+    if case.sfa_row_pad:
+        t = torch.full((m, kb + case.sfa_row_pad), float("nan"), device=dev)
+        t[:, :kb] = sfa
+        return t, (kb + case.sfa_row_pad, 1)
     if not case.sfa_mn_major and case.sfa_group_pad is None:
         return sfa, (0, 0)  # row-major [rows, kb]: the default strides
     if case.form != "masked":
@@ -323,6 +328,13 @@ def cases():
              ragged(rng, 32, 0, 64, 7), 1024, 1664, max_m=64),
         Case("fp8 contiguous G=64 decode 0..40 rows K=768 N=1100 sfa MN-major (split tiles)", "contiguous", FP8,
              NK, ragged(rng, 64, 0, 40, 9), 768, 1100, sfa_mn_major=True),
+        # row-major sfa by TMA (rows a multiple of 4 blocks apart), tiles starting on any row
+        Case("fp8 offs G=8 ragged+empty K=1024 N=384 sfa row-major by TMA", "offs", FP8, NK,
+             ragged(rng, 8, 0, 300, 3), 1024, 384),
+        Case("fp8 offs G=5 K=1280 N=256 sfa rows 12 floats apart (TMA, last box past K)", "offs", FP8, NK,
+             ragged(rng, 5, 0, 300), 1280, 256, sfa_row_pad=2),
+        Case("fp8 psum G=5 K=1536 N=512 sfa row-major by TMA", "psum", FP8, NK, [1] + ragged(rng, 4, 0, 300),
+             1536, 512),
     ]
     return out
 
