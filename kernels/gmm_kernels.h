@@ -41,6 +41,13 @@
  * which fill one 64-row tile, still keep two warpgroups issuing wgmma. */
 #define CG_GMM_SM90_CONSUMERS(bm, bn) ((bm) > 64 ? (bm) / 64 : (bn) / 128)
 
+/* SM90 fp8: floats of each stage's scale slot.  sfb of the tile's 128-column
+ * blocks first, padded to CG_GMM_SM90_SFA_AT floats (128 bytes, a TMA
+ * destination's alignment), then sfa: bm rows of up to 4 k blocks each (4
+ * where row-major sfa comes by TMA, boxes 16 bytes wide; else 1). */
+#define CG_GMM_SM90_SFA_AT 32
+#define CG_GMM_SM90_SLOT(bm) (CG_GMM_SM90_SFA_AT + 4 * (bm))
+
 /* SM90 kernels load A in TMA boxes of this many rows (the host's tensor
  * map and the producer agree on it), skipping boxes past a tile's rows. */
 #define CG_GMM_A_BOX_ROWS 32
@@ -116,14 +123,13 @@ CG_HD static inline unsigned cg_gmm_sm90_ring_bytes(int esize, int bm, int bn, i
 	return (unsigned)((bm + bn) * bk * esize * stages);
 }
 
-/* esize 1 (fp8) adds each stage's scales: sfb[bn/128] padded to 128 bytes
- * (a TMA destination's alignment), then up to 4 k blocks of sfa for each of
- * bm rows; a TMA epilogue its bm x bn bf16 tile */
+/* esize 1 (fp8) adds each stage's scale slot (CG_GMM_SM90_SLOT); a TMA
+ * epilogue its bm x bn bf16 tile */
 CG_HD static inline unsigned cg_gmm_sm90_smem(int esize, int bm, int bn, int bk, int stages, int tma_epi, int form,
 					      int g)
 {
 	return cg_gmm_sm90_ring_bytes(esize, bm, bn, bk, stages) + (tma_epi ? (unsigned)(bm * bn * 2) : 0u) +
-	       (unsigned)(2 * stages * 8) + (esize == 1 ? (unsigned)(stages * (4 * bm + 32) * 4) : 0u) +
+	       (unsigned)(2 * stages * 8) + (esize == 1 ? (unsigned)(stages * CG_GMM_SM90_SLOT(bm) * 4) : 0u) +
 	       cg_gmm_tables_bytes(form, g);
 }
 

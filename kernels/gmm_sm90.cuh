@@ -238,12 +238,12 @@ struct Sm90 {
 	static constexpr int ACC = WN / 2; /* fp32 per thread: 64 x WN per warpgroup */
 	static constexpr int NSB = BN / 128; /* fp8: 128-column scale blocks per tile */
 	static constexpr int NH = WN / 128;  /* ... per warpgroup */
-	/* fp8: each stage's scales, sfb[NSB] padded to the 128 bytes a TMA
-	 * destination is aligned to, then BM rows of sfa, W floats per row:
-	 * W = 4 where row-major sfa comes by TMA (a box's inner 16 bytes: the
-	 * 4 k blocks holding the stage's), else 1 (MN-major sfa by TMA, or the
-	 * scale warp's copies) */
-	static constexpr int SLOT = FP8 ? 4 * BM + 32 : 0;
+	/* fp8: each stage's scales (gmm_kernels.h); sfa from float SFA_AT on,
+	 * W floats per row: 4 where row-major sfa comes by TMA (the 4 k blocks
+	 * holding the stage's), else 1 (MN-major sfa by TMA, or the scale warp's
+	 * copies) */
+	static constexpr int SLOT = FP8 ? CG_GMM_SM90_SLOT(BM) : 0;
+	static constexpr int SFA_AT = CG_GMM_SM90_SFA_AT;
 	static_assert(BK * ESZ == 128, "tile rows are one 128-byte swizzle span");
 	static_assert(BM % A_BOX == 0 && A_BOX % 8 == 0, "A's boxes tile its stage in whole swizzle atoms");
 	static_assert(!FP8 || (NK && BK == 128), "fp8: K-major B, one scale block per stage");
@@ -421,7 +421,7 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 					float *slot = scales + stage * C::SLOT;
 					const int r = tl.m0 - tl.g * a.group_rows;
 					const bool rows = sfa_w == 4;
-					tma_load_3d(slot + 32, &tms, &full[stage], rows ? kb & ~3 : r, rows ? r : kb,
+					tma_load_3d(slot + C::SFA_AT, &tms, &full[stage], rows ? kb & ~3 : r, rows ? r : kb,
 						    a.group_rows ? tl.g : 0);
 #pragma unroll
 					for (int j = 0; j < C::NSB; ++j)
@@ -448,7 +448,7 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 				float *slot = scales + stage * C::SLOT;
 #pragma unroll
 				for (int i = 0; i < BM / 32; ++i)
-					cp_async_4(slot + 32 + i * 32 + lane, sfa + min(i * 32 + lane, tl.rows - 1) * a.sfa_sm);
+					cp_async_4(slot + C::SFA_AT + i * 32 + lane, sfa + min(i * 32 + lane, tl.rows - 1) * a.sfa_sm);
 				if (lane < C::NSB)
 					cp_async_4(slot + lane, sfb_at(a, tl, lane, kb));
 				cp_async_arrive(&full[stage]);
@@ -467,7 +467,7 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 	const int cw = wg - 1;
 	const int r0 = C::ROW_SPLIT ? cw * 64 : 0, c0 = C::ROW_SPLIT ? 0 : cw * C::WN;
 	const int row = r0 + ((threadIdx.x >> 5) & 3) * 16 + (lane >> 2); /* this thread's tile row */
-	const int sa_at = 32 + row * sfa_w; /* fp8: its sfa in a stage's slot */
+	const int sa_at = C::SFA_AT + row * sfa_w; /* fp8: its sfa in a stage's slot */
 	const Desc a_desc(smem_u32(sa) + r0 * 128, 16, 1024);
 	const Desc b_desc(smem_u32(sb) + c0 * 128, NK ? 16 : BK * 128, 1024);
 	float acc[C::ACC];

@@ -139,8 +139,8 @@ static CUresult encode(const struct cg_gmm_driver *drv, CUtensorMap *map, const 
  * groups of max_m rows sfa_group elements apart, else one group of all
  * rows. */
 static CUresult tensor_maps(const struct cg_gmm_driver *drv, const struct cg_gmm_problem *p, int64_t rows,
-			    const struct cg_gmm_kernel_info *k, const struct cg_gmm_args *args, int64_t sfa_group,
-			    CUtensorMap *ta, CUtensorMap *tb, CUtensorMap *td, CUtensorMap *ts)
+			    const struct cg_gmm_kernel_info *k, const struct cg_gmm_args *args, CUtensorMap *ta,
+			    CUtensorMap *tb, CUtensorMap *td, CUtensorMap *ts)
 {
 	const unsigned flags = (unsigned)args->flags;
 	const cuuint64_t esz = k->fp8 ? 1 : 2;
@@ -155,7 +155,9 @@ static CUresult tensor_maps(const struct cg_gmm_driver *drv, const struct cg_gmm
 		const int masked = args->group_rows > 0, rows_major = (flags & CG_GMM_ARG_SFA_ROWS) != 0;
 		const cuuint64_t kb = (kk + 127) / 128, rows = masked ? (cuuint64_t)args->group_rows : m;
 		const cuuint64_t outer = rows_major ? (cuuint64_t)args->sfa_sm : (cuuint64_t)args->sfa_sk;
-		const cuuint64_t sg = masked ? (cuuint64_t)sfa_group : (rows_major ? rows : kb) * outer;
+		/* masked: one group's sfa to the next (enqueue's sfa_group) */
+		const cuuint64_t sg = masked ? (cuuint64_t)(args->sfa_sg + args->group_rows * args->sfa_sm)
+					     : (rows_major ? rows : kb) * outer;
 		const cuuint64_t s_dims[3] = {rows_major ? kb : rows, rows_major ? rows : kb, masked ? g : 1};
 		const cuuint64_t s_strides[2] = {outer * 4, sg * 4};
 		const cuuint32_t s_box[3] = {rows_major ? 4u : (cuuint32_t)k->bm, rows_major ? (cuuint32_t)k->bm : 1u, 1};
@@ -259,7 +261,7 @@ static CUresult enqueue(const struct cg_gmm_driver *drv, CUcontext ctx, CUstream
 	CUtensorMap ta, tb, td = {{0}}, ts = {{0}};
 	void *sm90_params[] = {&ta, &tb, &td, &ts, &args};
 	void *sm80_params[] = {&args};
-	if (k->sm90 && (r = tensor_maps(drv, p, rows, k, &args, sfa_group, &ta, &tb, &td, &ts)) != CUDA_SUCCESS)
+	if (k->sm90 && (r = tensor_maps(drv, p, rows, k, &args, &ta, &tb, &td, &ts)) != CUDA_SUCCESS)
 		return r;
 	r = drv->cuLaunchKernel(mod->fn[id], grid, 1, 1, (unsigned)cg_gmm_kernel_threads(k), 1, 1, smem, s,
 				k->sm90 ? sm90_params : sm80_params, NULL);
