@@ -48,6 +48,10 @@
 #define CG_GMM_SM90_SFA_AT 32
 #define CG_GMM_SM90_SLOT(bm) (CG_GMM_SM90_SFA_AT + 4 * (bm))
 
+/* SM90: the TMA thread's tile hand-off to the consumers, after the ring's
+ * mbarriers: two 16-byte tiles, then two pairs of mbarriers */
+#define CG_GMM_SM90_HANDOFF_BYTES 64
+
 /* SM90 kernels load A in TMA boxes of this many rows (the host's tensor
  * map and the producer agree on it), skipping boxes past a tile's rows. */
 #define CG_GMM_A_BOX_ROWS 32
@@ -111,7 +115,7 @@ struct cg_gmm_args {
 /* Shared-memory layout sizes; the kernels carve the same regions in this
  * order: the tile buffers (SM90: from a 1024-byte aligned base, for the
  * swizzled tiles), the D tile of a TMA epilogue, the fp8 scales, the
- * mbarriers, the group tables. */
+ * mbarriers, the tile hand-off, the group tables. */
 CG_HD static inline unsigned cg_gmm_tables_bytes(int form, int g)
 {
 	/* pre[g + 1], start[g], end[g], 32 warp-chunk totals */
@@ -129,7 +133,7 @@ CG_HD static inline unsigned cg_gmm_sm90_smem(int esize, int bm, int bn, int bk,
 					      int g)
 {
 	return cg_gmm_sm90_ring_bytes(esize, bm, bn, bk, stages) + (tma_epi ? (unsigned)(bm * bn * 2) : 0u) +
-	       (unsigned)(2 * stages * 8) + (esize == 1 ? (unsigned)(stages * CG_GMM_SM90_SLOT(bm) * 4) : 0u) +
+	       (unsigned)(2 * stages * 8) + CG_GMM_SM90_HANDOFF_BYTES + (esize == 1 ? (unsigned)(stages * CG_GMM_SM90_SLOT(bm) * 4) : 0u) +
 	       cg_gmm_tables_bytes(form, g);
 }
 

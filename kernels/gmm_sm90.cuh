@@ -201,17 +201,48 @@ __device__ __forceinline__ const float *sfb_at(const cg_gmm_args &a, const Tile 
 	return a.sfb + (static_cast<size_t>(tl.g) * nbn + min(tl.n0 / 128 + j, nbn - 1)) * kbn + kb;
 }
 
+/* The TMA thread hands each tile it loads to the consumers through this
+ * two-entry ring, ended by a tile of group -1: looking a tile up (a division
+ * and a search of the group tables, or a global load in the contiguous form)
+ * took the consumers 0.3-0.7 us between tiles, while the tensor cores idled;
+ * the TMA thread does it ahead of them. */
+struct Handoff {
+	Tile *tile;            /* [2] */
+	uint64_t *full, *free; /* [2] each: one arrival by the TMA thread; one per consumer warp */
+
+	__device__ __forceinline__ void put(uint32_t i, const Tile &tl) const
+	{
+		mbar_wait(&free[i & 1], ((i >> 1) & 1) ^ 1);
+		tile[i & 1] = tl;
+		mbar_arrive(&full[i & 1]);
+	}
+
+	/* by every thread of a consumer warp */
+	__device__ __forceinline__ Tile take(uint32_t i, int lane) const
+	{
+		mbar_wait(&full[i & 1], (i >> 1) & 1);
+		const Tile tl = tile[i & 1];
+		__syncwarp();
+		if (lane == 0)
+			mbar_arrive(&free[i & 1]);
+		return tl;
+	}
+};
+
 /* The ring restarts at stage 0 with every tile, so that the k-loop unrolled
  * over the stages knows each stage at compile time; stages a short tile
- * leaves unused keep their own parity (bit s of parity). */
+ * leaves unused keep their own parity (bit s of parity).  ho: the TMA
+ * thread's, passing the tiles on (the scale warp passes none). */
 template <int STAGES, class S, class F>
-__device__ __forceinline__ void produce(const S &sc, int k_iters, uint64_t *empty, F fill)
+__device__ __forceinline__ void produce(const S &sc, int k_iters, uint64_t *empty, const Handoff *ho, F fill)
 {
-	uint32_t parity = 0;
+	uint32_t parity = 0, n = 0;
 	for (int t = blockIdx.x; t < sc.total(); t += gridDim.x) {
 		Tile tl;
 		if (!sc.tile(t, tl))
 			continue;
+		if (ho)
+			ho->put(n++, tl);
 		for (int kb0 = 0; kb0 < k_iters; kb0 += STAGES) {
 #pragma unroll
 			for (int s = 0; s < STAGES; ++s) {
@@ -223,6 +254,8 @@ __device__ __forceinline__ void produce(const S &sc, int k_iters, uint64_t *empt
 			}
 		}
 	}
+	if (ho)
+		ho->put(n, Tile{-1, 0, 0, 0});
 }
 
 template <int BM, int BN, int BK, int STAGES, bool FP8, bool NK>
@@ -254,19 +287,16 @@ struct Sm90 {
  * 8j + 2q, +1 for j < ACC/4 (q = lane % 4), accumulator 4j + 2h + e for
  * row + 8h.  Lane pairs swap halves so that each stores 4 consecutive columns
  * (8 bytes): a warp then writes whole 32-byte sectors. */
-template <int BM, int BN, int ACC>
-__device__ __forceinline__ void sm90_store(const float (&acc)[ACC], const cg_gmm_args &a, const Sched<BM, BN> &sc,
-					   const Tile &tl, int row, int lane)
+template <int ACC>
+__device__ __forceinline__ void sm90_store(const float (&acc)[ACC], const cg_gmm_args &a, const Tile &tl, int row,
+					   const bool (&ok)[2], int lane)
 {
 	__nv_bfloat16 *d = static_cast<__nv_bfloat16 *>(a.d);
 	const int q = lane & 3;
-	bool ok[2];
 	__nv_bfloat16 *rp[2];
 #pragma unroll
-	for (int h = 0; h < 2; ++h) {
-		ok[h] = sc.row_ok(tl, row + 8 * h);
+	for (int h = 0; h < 2; ++h)
 		rp[h] = d + static_cast<size_t>(tl.m0 + row + 8 * h) * a.n + tl.n0;
-	}
 	const int ncols = a.n - tl.n0;
 	if (a.flags & CG_GMM_ARG_D_QUAD) {
 		const bool odd = q & 1;
@@ -298,23 +328,56 @@ __device__ __forceinline__ void sm90_store(const float (&acc)[ACC], const cg_gmm
 			}
 }
 
-/* The same rows through shared memory and TMA stores, for a consumer
- * warpgroup whose 64 rows are all written (else false, and nothing done):
- * its 64 x WN share of the tile as WN/64 boxes of 64 x 64 in buf, 128-byte
- * rows with the 128-byte swizzle (16-byte chunk c of row r at c ^ (r & 7):
- * a warp's 8 rows then hit 8 distinct bank groups).  One thread issues the
- * stores and returns without waiting for them: they drain while the next
- * tile computes; the next epilogue waits until they have read buf. */
-template <int BM, int BN, int ACC>
-__device__ __forceinline__ bool sm90_store_tma(const float (&acc)[ACC], const CUtensorMap &tmd, const Sched<BM, BN> &sc,
-					       const Tile &tl, int row, int lane, int cw, unsigned char *buf)
+/* TMA-store epilogue: boxes of a tile's D written to shared memory but not
+ * yet stored.  The consumer issues them one per k-step of its next tile, so
+ * that D's writes spread over that tile's compute instead of every SM
+ * writing its whole tile at once at the tile boundary. */
+struct Pending {
+	int left, n0, m0; /* boxes left (issued from the last down), their origin */
+
+	template <int BOXES>
+	__device__ __forceinline__ void issue_one(const CUtensorMap &tmd, const unsigned char *buf)
+	{
+		if (left > 0) {
+			--left;
+			tma_store_2d(&tmd, buf + (BOXES - 1 - left) * 8192, n0 + 64 * (BOXES - 1 - left), m0);
+			bulk_commit();
+		}
+	}
+
+	template <int BOXES>
+	__device__ __forceinline__ void issue_all(const CUtensorMap &tmd, const unsigned char *buf)
+	{
+#pragma unroll
+		for (int b = 0; b < BOXES; ++b)
+			issue_one<BOXES>(tmd, buf);
+	}
+};
+
+/* The same rows through shared memory, for a consumer warpgroup: its
+ * 64 x WN share of the tile as WN/64 boxes of 64 x 64 in buf, 128-byte rows
+ * with the 128-byte swizzle (16-byte chunk c of row r at c ^ (r & 7): a
+ * warp's 8 rows then hit 8 distinct bank groups).  With all 64 rows written,
+ * TMA stores, which the warpgroup's first thread (the only one whose pend
+ * counts) issues later (Pending); else each warp copies its written rows out
+ * of buf, a row of WN columns per instruction, 16 bytes a lane (measured:
+ * register stores of such a tile, a 32-byte piece of 8 rows per warp
+ * instruction, took 1.5 us against 0.4 us through buf).  This epilogue
+ * first issues what the last one left and waits until the stores have read
+ * buf.  D is 16-byte aligned with rows a multiple of 8 columns (the host's
+ * CG_GMM_ARG_D_TMA), so each 16-byte chunk lies wholly inside D or past N. */
+template <int ACC>
+__device__ __forceinline__ void sm90_store_smem(const float (&acc)[ACC], const CUtensorMap &tmd, const cg_gmm_args &a,
+						const Tile &tl, int row, const bool (&ok)[2], int lane, int cw,
+						unsigned char *buf, Pending &pend)
 {
+	constexpr int WN = ACC * 2, LPR = WN / 8; /* columns; lanes per row */
 	const bool leader = (threadIdx.x & 127) == 0;
-	if (leader)
+	if (leader) {
+		pend.issue_all<WN / 64>(tmd, buf);
 		bulk_wait_read();
-	/* also the barrier after which buf is free */
-	if (!wg_all(1 + cw, sc.row_ok(tl, row) && sc.row_ok(tl, row + 8)))
-		return false;
+	}
+	wg_sync(1 + cw); /* buf free */
 	const int q = lane & 3, r = row & 63;
 #pragma unroll
 	for (int j = 0; j < ACC / 4; ++j)
@@ -327,14 +390,27 @@ __device__ __forceinline__ bool sm90_store_tma(const float (&acc)[ACC], const CU
 				     : "memory");
 		}
 	fence_async_shared();
-	wg_sync(1 + cw);
-	if (leader) {
-#pragma unroll
-		for (int b = 0; b < ACC / 32; ++b)
-			tma_store_2d(&tmd, buf + b * 8192, tl.n0 + 64 * b, tl.m0 + (row & ~63));
-		bulk_commit();
+	const int m0 = tl.m0 + (row & ~63);
+	if (wg_all(1 + cw, ok[0] && ok[1])) { /* also: buf written */
+		if (leader)
+			pend = Pending{WN / 64, tl.n0, m0};
+		return;
 	}
-	return true;
+	/* this warp's 16 rows, i and i + 8 held by lanes 4i (ok[0], ok[1]) */
+	const uint32_t ok_lo = __ballot_sync(~0u, ok[0]), ok_hi = __ballot_sync(~0u, ok[1]);
+	const int w16 = r & ~15, chunk = lane % LPR, col = chunk * 8;
+	__nv_bfloat16 *d = static_cast<__nv_bfloat16 *>(a.d) + tl.n0 + col;
+#pragma unroll
+	for (int i = lane / LPR; i < 16; i += 32 / LPR) {
+		const int rr = w16 + i;
+		if ((((i < 8 ? ok_lo : ok_hi) >> (4 * (i & 7))) & 1) && col < a.n - tl.n0) {
+			uint4 v;
+			asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];"
+				     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+				     : "r"(smem_u32(buf) + (chunk / 8) * 8192 + rr * 128 + (((chunk & 7) ^ (rr & 7)) << 4)));
+			*reinterpret_cast<uint4 *>(d + static_cast<size_t>(m0 + rr) * a.n) = v;
+		}
+	}
 }
 
 /* 1024-byte aligned, as the 128-byte swizzle of the tiles needs (the
@@ -360,7 +436,9 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 	float *scales = reinterpret_cast<float *>(sd + (EPI_TMA ? BM * BN * 2 : 0));
 	uint64_t *full = reinterpret_cast<uint64_t *>(scales + STAGES * C::SLOT);
 	uint64_t *empty = full + STAGES;
-	int *tab = reinterpret_cast<int *>(empty + STAGES);
+	/* CG_GMM_SM90_HANDOFF_BYTES: Tile[2] (4 words), full[2], free[2] */
+	const Handoff ho{reinterpret_cast<Tile *>(empty + STAGES), empty + STAGES + 4, empty + STAGES + 6};
+	int *tab = reinterpret_cast<int *>(empty + STAGES + CG_GMM_SM90_HANDOFF_BYTES / 8);
 	/* fp8: sfa by TMA with A and B (the host's tensor map, where the layout
 	 * allows), else by the scale warp: measured, the scale warp's per-stage
 	 * work cost 3-9% of fp8 prefill time */
@@ -381,6 +459,10 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 			 * lane of the scale warp */
 			mbar_init(&full[s], FP8 ? (sfa_tma ? 2 : 33) : 1);
 			mbar_init(&empty[s], C::NC * 4); /* one arrival per consumer warp */
+		}
+		for (int i = 0; i < 2; ++i) {
+			mbar_init(&ho.full[i], 1);
+			mbar_init(&ho.free[i], C::NC * 4);
 		}
 		asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 	}
@@ -403,7 +485,7 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 		const int warp = threadIdx.x >> 5;
 		if (warp == 0 && lane == 0) {
 			/* TMA: A and B tiles of each k-step */
-			produce<STAGES>(sc, k_iters, empty, [&](const Tile &tl, int kb, int stage) {
+			produce<STAGES>(sc, k_iters, empty, &ho, [&](const Tile &tl, int kb, int stage) {
 				/* A in boxes of A_BOX rows, only those holding the tile's
 				 * rows: a short group's tile (decode) leaves the rest of its
 				 * A stage stale, computed on but never stored, instead of
@@ -443,7 +525,7 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 				}
 			});
 		} else if (FP8 && !sfa_tma && warp == 1) {
-			produce<STAGES>(sc, k_iters, empty, [&](const Tile &tl, int kb, int stage) {
+			produce<STAGES>(sc, k_iters, empty, nullptr, [&](const Tile &tl, int kb, int stage) {
 				const float *sfa = a.sfa + tl.g * a.sfa_sg + tl.m0 * a.sfa_sm + kb * a.sfa_sk;
 				float *slot = scales + stage * C::SLOT;
 #pragma unroll
@@ -460,7 +542,6 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 	if (C::NC > 1)
 		asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
 	const Sched<BM, BN> sc(a, tab);
-	const int total = sc.total();
 	/* consumer warpgroup cw: tile rows [r0, r0 + 64), columns [c0, c0 + WN);
 	 * smem rows of A and B (NK: one per column; KN: 64-column boxes of BK
 	 * rows) are 128 bytes */
@@ -476,11 +557,18 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 	for (int i = 0; i < (FP8 ? 64 : 1); ++i)
 		tmp[i] = 0.f;
 	uint32_t parity = 0;
+	const bool epi_tma = EPI_TMA && (a.flags & CG_GMM_ARG_D_TMA);
+	const bool leader = (threadIdx.x & 127) == 0;
+	unsigned char *dbuf = sd + cw * 64 * C::WN * 2;
+	Pending pend{0, 0, 0};
 
-	for (int t = blockIdx.x; t < total; t += gridDim.x) {
-		Tile tl;
-		if (!sc.tile(t, tl))
-			continue;
+	for (uint32_t i = 0;; ++i) {
+		const Tile tl = ho.take(i, lane);
+		if (tl.g < 0)
+			break;
+		/* whether this thread's two rows are written: loaded now (the
+		 * contiguous form reads their group ids) and used after the k-loop */
+		const bool ok[2] = {sc.row_ok(tl, row), sc.row_ok(tl, row + 8)};
 		/* Every warpgroup computes every tile, also rows past the group's end
 		 * (never stored; their A may be stale, see the producer): tiles of
 		 * equal length keep the m-tiles that share a B slab in step, so that
@@ -518,6 +606,8 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 						wgmma_fp8(tmp, a_desc.at(ad + k * 32), b_desc.at(bd + h * 128 * 128 + k * 32),
 							  k != 0);
 					wgmma_commit();
+					if (h == 0 && epi_tma && leader)
+						pend.issue_one<C::WN / 64>(tmd, dbuf);
 					wgmma_wait_all();
 					fence_regs(tmp);
 					if (h == C::NH - 1) { /* stage read: release it before the last promotion */
@@ -547,12 +637,15 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 		}
 		Tile mine = tl;
 		mine.n0 += c0;
-		if (!EPI_TMA || !(a.flags & CG_GMM_ARG_D_TMA) ||
-		    !sm90_store_tma<BM, BN>(acc, tmd, sc, mine, row, lane, cw, sd + cw * 64 * C::WN * 2))
-			sm90_store<BM, BN>(acc, a, sc, mine, row, lane);
+		if (epi_tma)
+			sm90_store_smem(acc, tmd, a, mine, row, ok, lane, cw, dbuf, pend);
+		else
+			sm90_store(acc, a, mine, row, ok, lane);
 	}
-	if (EPI_TMA && (threadIdx.x & 127) == 0)
+	if (epi_tma && leader) {
+		pend.issue_all<C::WN / 64>(tmd, dbuf);
 		bulk_wait(); /* the stores read shared memory until they complete */
+	}
 #else
 	(void)tma;
 	(void)tmb;
