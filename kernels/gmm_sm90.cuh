@@ -627,6 +627,8 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 					wgmma_bf16<NK ? 0 : 1>(acc, a_desc.at(ad + k * 32), b_desc.at(bd + k * (NK ? 32 : 2048)),
 							       (kb | k) != 0);
 				wgmma_commit();
+				if (epi_tma && leader)
+					pend.issue_one<C::WN / 64>(tmd, dbuf);
 				wgmma_wait_all();
 				fence_regs(acc);
 				__syncwarp();
