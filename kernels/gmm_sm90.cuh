@@ -331,9 +331,11 @@ __device__ __forceinline__ void sm90_store(const float (&acc)[ACC], const cg_gmm
 /* TMA-store epilogue: boxes of a tile's D written to shared memory but not
  * yet stored.  The consumer issues them one per k-step of its next tile, so
  * that D's writes spread over that tile's compute instead of every SM
- * writing its whole tile at once at the tile boundary. */
+ * writing its whole tile at once at the tile boundary (measured: fp8
+ * prefill 1-3% faster than issuing them all at the tile's end). */
 struct Pending {
-	int left, n0, m0; /* boxes left (issued from the last down), their origin */
+	int left;   /* boxes not yet issued; box BOXES - left goes next */
+	int n0, m0; /* D's column and row of box 0 */
 
 	template <int BOXES>
 	__device__ __forceinline__ void issue_one(const CUtensorMap &tmd, const unsigned char *buf)
