@@ -210,6 +210,12 @@ struct Handoff {
 	Tile *tile;            /* [2] */
 	uint64_t *full, *free; /* [2] each: one arrival by the TMA thread; one per consumer warp */
 
+	/* at: CG_GMM_SM90_HANDOFF_BYTES of shared memory, 8-byte aligned */
+	__device__ __forceinline__ explicit Handoff(uint64_t *at)
+	    : tile(reinterpret_cast<Tile *>(at)), full(at + 2 * sizeof(Tile) / 8), free(full + 2)
+	{
+	}
+
 	__device__ __forceinline__ void put(uint32_t i, const Tile &tl) const
 	{
 		mbar_wait(&free[i & 1], ((i >> 1) & 1) ^ 1);
@@ -228,6 +234,7 @@ struct Handoff {
 		return tl;
 	}
 };
+static_assert(2 * sizeof(Tile) + 4 * sizeof(uint64_t) == CG_GMM_SM90_HANDOFF_BYTES, "the host's hand-off size");
 
 /* The ring restarts at stage 0 with every tile, so that the k-loop unrolled
  * over the stages knows each stage at compile time; stages a short tile
@@ -333,11 +340,11 @@ __device__ __forceinline__ void sm90_store(const float (&acc)[ACC], const cg_gmm
  * that D's writes spread over that tile's compute instead of every SM
  * writing its whole tile at once at the tile boundary (measured: fp8
  * prefill 1-3% faster than issuing them all at the tile's end). */
+template <int BOXES>
 struct Pending {
 	int left;   /* boxes not yet issued; box BOXES - left goes next */
 	int n0, m0; /* D's column and row of box 0 */
 
-	template <int BOXES>
 	__device__ __forceinline__ void issue_one(const CUtensorMap &tmd, const unsigned char *buf)
 	{
 		if (left > 0) {
@@ -347,12 +354,11 @@ struct Pending {
 		}
 	}
 
-	template <int BOXES>
 	__device__ __forceinline__ void issue_all(const CUtensorMap &tmd, const unsigned char *buf)
 	{
 #pragma unroll
 		for (int b = 0; b < BOXES; ++b)
-			issue_one<BOXES>(tmd, buf);
+			issue_one(tmd, buf);
 	}
 };
 
@@ -371,12 +377,12 @@ struct Pending {
 template <int ACC>
 __device__ __forceinline__ void sm90_store_smem(const float (&acc)[ACC], const CUtensorMap &tmd, const cg_gmm_args &a,
 						const Tile &tl, int row, const bool (&ok)[2], int lane, int cw,
-						unsigned char *buf, Pending &pend)
+						unsigned char *buf, Pending<ACC / 32> &pend)
 {
 	constexpr int WN = ACC * 2, LPR = WN / 8; /* columns; lanes per row */
 	const bool leader = (threadIdx.x & 127) == 0;
 	if (leader) {
-		pend.issue_all<WN / 64>(tmd, buf);
+		pend.issue_all(tmd, buf);
 		bulk_wait_read();
 	}
 	wg_sync(1 + cw); /* buf free */
@@ -395,7 +401,7 @@ __device__ __forceinline__ void sm90_store_smem(const float (&acc)[ACC], const C
 	const int m0 = tl.m0 + (row & ~63);
 	if (wg_all(1 + cw, ok[0] && ok[1])) { /* also: buf written */
 		if (leader)
-			pend = Pending{WN / 64, tl.n0, m0};
+			pend = {ACC / 32, tl.n0, m0};
 		return;
 	}
 	/* this warp's 16 rows, i and i + 8 held by lanes 4i (ok[0], ok[1]) */
@@ -438,8 +444,7 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 	float *scales = reinterpret_cast<float *>(sd + (EPI_TMA ? BM * BN * 2 : 0));
 	uint64_t *full = reinterpret_cast<uint64_t *>(scales + STAGES * C::SLOT);
 	uint64_t *empty = full + STAGES;
-	/* CG_GMM_SM90_HANDOFF_BYTES: Tile[2] (4 words), full[2], free[2] */
-	const Handoff ho{reinterpret_cast<Tile *>(empty + STAGES), empty + STAGES + 4, empty + STAGES + 6};
+	const Handoff ho(empty + STAGES);
 	int *tab = reinterpret_cast<int *>(empty + STAGES + CG_GMM_SM90_HANDOFF_BYTES / 8);
 	/* fp8: sfa by TMA with A and B (the host's tensor map, where the layout
 	 * allows), else by the scale warp: measured, the scale warp's per-stage
@@ -562,7 +567,7 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 	const bool epi_tma = EPI_TMA && (a.flags & CG_GMM_ARG_D_TMA);
 	const bool leader = (threadIdx.x & 127) == 0;
 	unsigned char *dbuf = sd + cw * 64 * C::WN * 2;
-	Pending pend{0, 0, 0};
+	Pending<C::WN / 64> pend{0, 0, 0};
 
 	for (uint32_t i = 0;; ++i) {
 		const Tile tl = ho.take(i, lane);
@@ -609,7 +614,7 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 							  k != 0);
 					wgmma_commit();
 					if (h == 0 && epi_tma && leader)
-						pend.issue_one<C::WN / 64>(tmd, dbuf);
+						pend.issue_one(tmd, dbuf);
 					wgmma_wait_all();
 					fence_regs(tmp);
 					if (h == C::NH - 1) { /* stage read: release it before the last promotion */
@@ -630,7 +635,7 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 							       (kb | k) != 0);
 				wgmma_commit();
 				if (epi_tma && leader)
-					pend.issue_one<C::WN / 64>(tmd, dbuf);
+					pend.issue_one(tmd, dbuf);
 				wgmma_wait_all();
 				fence_regs(acc);
 				__syncwarp();
@@ -647,7 +652,7 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 			sm90_store(acc, a, mine, row, ok, lane);
 	}
 	if (epi_tma && leader) {
-		pend.issue_all<C::WN / 64>(tmd, dbuf);
+		pend.issue_all(tmd, dbuf);
 		bulk_wait(); /* the stores read shared memory until they complete */
 	}
 #else
