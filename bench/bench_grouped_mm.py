@@ -25,7 +25,9 @@ peer on the same data wherever its layouts take the problem: the balanced
 routing (its contiguous layout, the same grouped_layout as ours) and masked
 decode, bf16 and fp8; ratios are DeepGEMM's time over ours.  Both are handed
 fp8 sfa in the MN-major TMA-aligned layout (converted once, outside the
-timing), which DeepGEMM requires and ours loads by TMA.
+timing), which DeepGEMM requires; ours loads it by TMA in every form but
+offs (the uniform routing), whose groups start on any row: there the scale
+warp copies it.
 
 L2 is flushed the same way before every timed call of every implementation:
 the GPU sums a 512 MB buffer, which leaves L2 holding clean unrelated lines
