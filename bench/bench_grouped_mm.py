@@ -23,11 +23,13 @@ DeepGEMM, when `import deep_gemm` works ($DEEPGEMM_PATH, a DeepGEMM build, is
 put first on the path; it is never required), is timed as a
 peer on the same data wherever its layouts take the problem: the balanced
 routing (its contiguous layout, the same grouped_layout as ours) and masked
-decode, bf16 and fp8; ratios are DeepGEMM's time over ours.  Both are handed
-fp8 sfa in the MN-major TMA-aligned layout (converted once, outside the
-timing), which DeepGEMM requires; ours loads it by TMA in every form but
-offs (the uniform routing), whose groups start on any row: there the scale
-warp copies it.
+decode, bf16 and fp8; ratios are DeepGEMM's time over ours.  There both are
+handed fp8 sfa in the MN-major TMA-aligned layout (converted once, outside
+the timing), which DeepGEMM requires.  On the uniform routing ours is handed
+the row-major sfa the quantization produced, as a caller through offs holds
+it (ctxguard.grouped_mm_fp8): offs groups start on any row, where MN-major
+sfa cannot come by TMA but row-major sfa can (rows a multiple of 4 blocks
+apart, i.e. ceil(K/128) a multiple of 4; else the scale warp copies it).
 
 L2 is flushed the same way before every timed call of every implementation:
 the GPU sums a 512 MB buffer, which leaves L2 holding clean unrelated lines
@@ -192,7 +194,8 @@ def mn_major(sa, groups=1):
 
 
 # One fp8 problem's operands: sfa MN-major with its strides (mn_major()), and
-# the row-major sfa it came from, for DeepGEMM's own conversion.
+# the row-major sfa it came from (for DeepGEMM's own conversion, and what
+# ours is handed through offs).
 Fp8Set = collections.namedtuple("Fp8Set", "a sfa sfa_strides b sfb d sfa_rows")
 
 
@@ -270,7 +273,10 @@ def bench_shape(lib, shape, kind, with_loop):
 
     def ours_fp8(i):
         f = fsets[i]
-        call_ours(lib, rt.form, FP8, f.a, f.b, f.d, rt.index, f.sfa, f.sfb, rt.m, n, k, e, f.sfa_strides)
+        if rt.form == "offs":  # row-major, as its callers hold it (module docstring)
+            call_ours(lib, rt.form, FP8, f.a, f.b, f.d, rt.index, f.sfa_rows, f.sfb, rt.m, n, k, e)
+        else:
+            call_ours(lib, rt.form, FP8, f.a, f.b, f.d, rt.index, f.sfa, f.sfb, rt.m, n, k, e, f.sfa_strides)
 
     dg_sets = [(f.a, dg_sfa(f.sfa_rows), f.b, f.sfb, f.d) for f in fsets] if dg else None
 
