@@ -202,11 +202,13 @@ __device__ __forceinline__ const float *sfb_at(const cg_gmm_args &a, const Tile 
 }
 
 /* The TMA thread hands each tile it loads to the consumers through this
- * two-entry ring, ended by a tile of group -1: looking a tile up (a division
+ * two-entry ring, ended by a tile of group END: looking a tile up (a division
  * and a search of the group tables, or a global load in the contiguous form)
  * took the consumers 0.3-0.7 us between tiles, while the tensor cores idled;
  * the TMA thread does it ahead of them. */
 struct Handoff {
+	static constexpr int END = -1;
+
 	Tile *tile;            /* [2] */
 	uint64_t *full, *free; /* [2] each: one arrival by the TMA thread; one per consumer warp */
 
@@ -262,7 +264,7 @@ __device__ __forceinline__ void produce(const S &sc, int k_iters, uint64_t *empt
 		}
 	}
 	if (ho)
-		ho->put(n, Tile{-1, 0, 0, 0});
+		ho->put(n, Tile{Handoff::END, 0, 0, 0});
 }
 
 template <int BM, int BN, int BK, int STAGES, bool FP8, bool NK>
@@ -571,7 +573,7 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 
 	for (uint32_t i = 0;; ++i) {
 		const Tile tl = ho.take(i, lane);
-		if (tl.g < 0)
+		if (tl.g == Handoff::END)
 			break;
 		/* whether this thread's two rows are written: loaded now (the
 		 * contiguous form reads their group ids) and used after the k-loop */
