@@ -273,10 +273,9 @@ def bench_shape(lib, shape, kind, with_loop):
 
     def ours_fp8(i):
         f = fsets[i]
-        if rt.form == "offs":  # row-major, as its callers hold it (module docstring)
-            call_ours(lib, rt.form, FP8, f.a, f.b, f.d, rt.index, f.sfa_rows, f.sfb, rt.m, n, k, e)
-        else:
-            call_ours(lib, rt.form, FP8, f.a, f.b, f.d, rt.index, f.sfa, f.sfb, rt.m, n, k, e, f.sfa_strides)
+        # offs: the row-major sfa its callers hold (module docstring)
+        sfa, strides = (f.sfa_rows, (0, 0)) if rt.form == "offs" else (f.sfa, f.sfa_strides)
+        call_ours(lib, rt.form, FP8, f.a, f.b, f.d, rt.index, sfa, f.sfb, rt.m, n, k, e, strides)
 
     dg_sets = [(f.a, dg_sfa(f.sfa_rows), f.b, f.sfb, f.d) for f in fsets] if dg else None
 

@@ -44,12 +44,17 @@
  * which fill one 64-row tile, still keep two warpgroups issuing wgmma. */
 #define CG_GMM_SM90_CONSUMERS(bm, bn) ((bm) > 64 ? (bm) / 64 : (bn) / 128)
 
+/* SM90 fp8: k blocks per row of a row-major sfa TMA box (16 bytes, the
+ * least a box's contiguous dimension may span); the box holding block kb
+ * starts at kb rounded down to a multiple of it. */
+#define CG_GMM_SFA_ROW_BOX 4
+
 /* SM90 fp8: floats of each stage's scale slot.  sfb of the tile's 128-column
  * blocks first, padded to CG_GMM_SM90_SFA_AT floats (128 bytes, a TMA
- * destination's alignment), then sfa: bm rows of up to 4 k blocks each (4
- * where row-major sfa comes by TMA, boxes 16 bytes wide; else 1). */
+ * destination's alignment), then sfa: bm rows of CG_GMM_SFA_ROW_BOX k blocks
+ * where row-major sfa comes by TMA, else of 1. */
 #define CG_GMM_SM90_SFA_AT 32
-#define CG_GMM_SM90_SLOT(bm) (CG_GMM_SM90_SFA_AT + 4 * (bm))
+#define CG_GMM_SM90_SLOT(bm) (CG_GMM_SM90_SFA_AT + CG_GMM_SFA_ROW_BOX * (bm))
 
 /* SM90: the TMA thread's tile hand-off to the consumers, after the ring's
  * mbarriers: two 16-byte tiles, then two pairs of mbarriers */

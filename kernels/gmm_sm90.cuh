@@ -452,7 +452,8 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 	 * allows), else by the scale warp: measured, the scale warp's per-stage
 	 * work cost 3-9% of fp8 prefill time */
 	const bool sfa_tma = FP8 && (a.flags & CG_GMM_ARG_SFA_TMA);
-	const int sfa_w = FP8 && (a.flags & CG_GMM_ARG_SFA_ROWS) ? 4 : 1;
+	/* sfa floats per row in a stage's slot: a row-major box's, else 1 */
+	const int sfa_w = FP8 && (a.flags & CG_GMM_ARG_SFA_ROWS) ? CG_GMM_SFA_ROW_BOX : 1;
 
 	if (cg_gmm_form_has_tables(a.form))
 		build_tables<BM, C::THREADS>(a, tab);
@@ -511,8 +512,9 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 				if (sfa_tma) {
 					float *slot = scales + stage * C::SLOT;
 					const int r = tl.m0 - tl.g * a.group_rows;
-					const bool rows = sfa_w == 4;
-					tma_load_3d(slot + C::SFA_AT, &tms, &full[stage], rows ? kb & ~3 : r, rows ? r : kb,
+					const bool rows = sfa_w != 1;
+					tma_load_3d(slot + C::SFA_AT, &tms, &full[stage],
+						    rows ? kb & ~(CG_GMM_SFA_ROW_BOX - 1) : r, rows ? r : kb,
 						    a.group_rows ? tl.g : 0);
 #pragma unroll
 					for (int j = 0; j < C::NSB; ++j)

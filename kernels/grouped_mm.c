@@ -160,7 +160,8 @@ static CUresult tensor_maps(const struct cg_gmm_driver *drv, const struct cg_gmm
 					     : (rows_major ? rows : kb) * outer;
 		const cuuint64_t s_dims[3] = {rows_major ? kb : rows, rows_major ? rows : kb, masked ? g : 1};
 		const cuuint64_t s_strides[2] = {outer * 4, sg * 4};
-		const cuuint32_t s_box[3] = {rows_major ? 4u : (cuuint32_t)k->bm, rows_major ? (cuuint32_t)k->bm : 1u, 1};
+		const cuuint32_t s_box[3] = {rows_major ? CG_GMM_SFA_ROW_BOX : (cuuint32_t)k->bm,
+					     rows_major ? (cuuint32_t)k->bm : 1u, 1};
 		r = encode(drv, ts, "sfa", CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, p->sfa, s_dims, s_strides, s_box);
 		if (r != CUDA_SUCCESS)
 			return r;
