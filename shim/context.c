@@ -110,4 +110,51 @@ static void destroyed(CUcontext ctx)
 	cg_rehome_forget(ctx);
 }
 
-CG_AFTER(cuCtxDestroy, destroyed(ctx))
+/* Its modules and functions go with it: their handles may come back from
+ * a load ctxguard does not see.  Unpublished once the destroy succeeded (a
+ * refused one, of a primary context, leaves them live). */
+static void ctx_gone(CUcontext ctx)
+{
+	cg_registry_forget_ctx(ctx);
+	destroyed(ctx);
+}
+
+CG_AFTER(cuCtxDestroy, ctx_gone(ctx))
+
+/* dev's primary context while it is active (its handle, the reference
+ * count left as it was), else NULL. */
+static CUcontext active_primary(CUdevice dev)
+{
+	unsigned flags;
+	int active = 0;
+	CUcontext p = NULL;
+	CUresult (*release)(CUdevice) =
+		CG_REAL_SYM(cuDevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease_v2);
+	if (!cg_call.cuDevicePrimaryCtxGetState || !cg_call.cuDevicePrimaryCtxRetain || !release ||
+	    cg_call.cuDevicePrimaryCtxGetState(dev, &flags, &active) != CUDA_SUCCESS || !active ||
+	    cg_call.cuDevicePrimaryCtxRetain(&p, dev) != CUDA_SUCCESS)
+		return NULL;
+	release(dev);
+	return p;
+}
+
+/* A reset destroys everything the primary context holds, as a destroy
+ * does (the handle itself may stay). */
+CG_HANDLER(cuDevicePrimaryCtxReset)
+{
+	CUcontext p = active_primary(dev);
+	CUresult rc = CG_REAL(cuDevicePrimaryCtxReset, v)(dev);
+	if (rc == CUDA_SUCCESS && p)
+		ctx_gone(p);
+	return rc;
+}
+
+/* Only the last release destroys it: known after the call. */
+CG_HANDLER(cuDevicePrimaryCtxRelease)
+{
+	CUcontext p = active_primary(dev);
+	CUresult rc = CG_REAL(cuDevicePrimaryCtxRelease, v)(dev);
+	if (rc == CUDA_SUCCESS && p && !active_primary(dev))
+		ctx_gone(p);
+	return rc;
+}

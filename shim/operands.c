@@ -16,7 +16,8 @@ enum { MAX_OPERANDS = 16, SHAPE = 128 };
  * encoded with that address; its record gives the shape for the report. */
 static __attribute__((noinline, cold)) CUresult
 crossing(const char *api, const struct cg_fn *fn, CUcontext ctx, int dev, CUstream stream,
-	 const struct cg_layout *l, unsigned first, void **params, const unsigned char *buf)
+	 const struct cg_layout *l, unsigned first, void **params, const unsigned char *buf,
+	 size_t nbuf)
 {
 	struct cg_operand ops[MAX_OPERANDS];
 	char shapes[MAX_OPERANDS][SHAPE];
@@ -24,7 +25,7 @@ crossing(const char *api, const struct cg_fn *fn, CUcontext ctx, int dev, CUstre
 	for (unsigned p = first; p < l->n && n < MAX_OPERANDS; p++) {
 		const void *bytes;
 		uintptr_t a;
-		if (!cg_operand_address(l, p, params, buf, &bytes, &a))
+		if (!cg_operand_address(l, p, params, buf, nbuf, &bytes, &a))
 			continue;
 		int d = cg_mem_device(a, stream);
 		if (d < 0 || d == dev)
@@ -55,7 +56,8 @@ CUresult cg_check_operands(const char *api, const struct cg_fn *fn, CUcontext ct
 	const struct cg_layout *l = cg_layout_of(fn, stream);
 	/* kernelParams holds a pointer per parameter; the extra form packs
 	 * them into one buffer at their offsets. */
-	const unsigned char *buf = params || !extra ? NULL : cg_extra_buffer(extra);
+	size_t nbuf = 0;
+	const unsigned char *buf = params || !extra ? NULL : cg_extra_buffer(extra, &nbuf);
 	if (!l->n || (!params && !buf))
 		return CUDA_SUCCESS;
 	int dev = cg_ctx_device(ctx);
@@ -64,12 +66,12 @@ CUresult cg_check_operands(const char *api, const struct cg_fn *fn, CUcontext ct
 	for (unsigned p = 0; p < l->n; p++) {
 		const void *bytes;
 		uintptr_t a;
-		if (!cg_operand_address(l, p, params, buf, &bytes, &a))
+		if (!cg_operand_address(l, p, params, buf, nbuf, &bytes, &a))
 			continue;
 		int d = cg_mem_device(a, stream);
 		if (CG_LIKELY(d < 0 || d == dev))
 			continue;
-		return crossing(api, fn, ctx, dev, stream, l, p, params, buf);
+		return crossing(api, fn, ctx, dev, stream, l, p, params, buf, nbuf);
 	}
 	return CUDA_SUCCESS;
 }

@@ -179,7 +179,8 @@ static int plan_rehome(const struct cg_launch *l, const struct cg_fn *fn, struct
 		       char *why, size_t n)
 {
 	const struct cg_layout *lay = cg_layout_of(fn, l->config.hStream);
-	const unsigned char *buf = l->params ? NULL : cg_extra_buffer(l->extra);
+	size_t nbuf = 0;
+	const unsigned char *buf = l->params ? NULL : cg_extra_buffer(l->extra, &nbuf);
 	enum { MAX = 64 };
 	char label[MAX][16];
 	const char *name[MAX];
@@ -187,7 +188,7 @@ static int plan_rehome(const struct cg_launch *l, const struct cg_fn *fn, struct
 	unsigned k = 0;
 	for (unsigned i = 0; lay && i < lay->n && k < MAX && (l->params || buf); i++) {
 		const void *bytes;
-		if (!cg_operand_address(lay, i, l->params, buf, &bytes, &addr[k]))
+		if (!cg_operand_address(lay, i, l->params, buf, nbuf, &bytes, &addr[k]))
 			continue;
 		snprintf(label[k], sizeof label[k], "parameter %u", lay->p[i].index);
 		name[k] = label[k];

@@ -165,6 +165,14 @@ static int mod_of(void *val, const void *lib)
 	return ((const struct cg_mod *)val)->lib == lib;
 }
 
+/* Of a module ctxguard never saw: see fn_owned. */
+static int fn_unseen(void *val, const void *unused)
+{
+	const struct cg_fn *f = val;
+	(void)unused;
+	return !f->owner && !f->mod && !(f->flags & CG_FN_KERNEL);
+}
+
 void cg_mod_remove(uintptr_t handle)
 {
 	const struct cg_mod *m = cg_table_del(&mods, handle);
@@ -173,8 +181,9 @@ void cg_mod_remove(uintptr_t handle)
 		if (m)
 			cg_table_sweep(&mods, mod_of, m);
 	}
-	if (m)
-		cg_table_sweep(&fns, fn_of, m);
+	/* An unload of a module loaded out of sight may take any function
+	 * first met at launch with it. */
+	cg_table_sweep(&fns, m ? fn_of : fn_unseen, m);
 }
 
 const struct cg_fn *cg_fn_add(uintptr_t handle, CUcontext owner, unsigned flags,
@@ -230,6 +239,31 @@ const struct cg_fn *cg_fn_seen(uintptr_t handle, CUstream stream)
 			name = NULL;
 	}
 	return cg_fn_add(handle, NULL, flags, "first launch", name, NULL);
+}
+
+static int mod_owned(void *val, const void *ctx)
+{
+	return ((const struct cg_mod *)val)->owner == ctx;
+}
+
+/* Owned by ctx; or of a module ctxguard never saw (first met at launch,
+ * cudart's own): whose context that is cannot be known, so any destroy
+ * may have unloaded it, and a launch meets it anew. */
+static int fn_owned(void *val, const void *ctx)
+{
+	return ((const struct cg_fn *)val)->owner == ctx || fn_unseen(val, NULL);
+}
+
+/* A destroyed context unloads its modules: their handles, and those of
+ * the functions bound to it, may come back from a load ctxguard does not
+ * see (cudart's own fatbins) for another kernel, and must carry neither
+ * the dead owner nor the old kernel's parameter layout. */
+void cg_registry_forget_ctx(CUcontext ctx)
+{
+	if (!ctx)
+		return;
+	cg_table_sweep(&mods, mod_owned, ctx);
+	cg_table_sweep(&fns, fn_owned, ctx);
 }
 
 void cg_registry_counts(size_t *nmods, size_t *nfns, size_t *nexp)

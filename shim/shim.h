@@ -233,6 +233,8 @@ const struct cg_fn *cg_fn_get(uintptr_t handle);
 /* A function first met at launch (loaded out of sight): registered once,
  * unowned, so its operands can be checked under scope all. */
 const struct cg_fn *cg_fn_seen(uintptr_t handle, CUstream stream);
+/* Unpublishes the modules and functions owned by ctx (being destroyed). */
+void cg_registry_forget_ctx(CUcontext ctx);
 void cg_registry_counts(size_t *mods, size_t *fns, size_t *experts);
 
 /* ---- contexts (shim/context.c) ---- */
@@ -336,21 +338,34 @@ const struct cg_layout *cg_layout_of(const struct cg_fn *fn, CUstream stream);
 CUresult cg_check_operands(const char *api, const struct cg_fn *fn, CUcontext ctx,
 			   CUstream stream, void **params, void **extra);
 
-/* The packed parameter buffer of a launch's extra form, or NULL. */
-static inline const unsigned char *cg_extra_buffer(void **extra)
+/* The packed parameter buffer of a launch's extra form, or NULL, and in
+ * *size the bytes its CU_LAUNCH_PARAM_BUFFER_SIZE says it holds (0 when
+ * not given): a buffer too short for the kernel is the driver's to refuse,
+ * never read past. */
+static inline const unsigned char *cg_extra_buffer(void **extra, size_t *size)
 {
-	for (size_t i = 0; extra && extra[i] != CU_LAUNCH_PARAM_END; i += 2)
+	const unsigned char *buf = NULL;
+	*size = 0;
+	for (size_t i = 0; extra && extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
 		if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
-			return extra[i + 1];
-	return NULL;
+			buf = extra[i + 1];
+		else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE && extra[i + 1])
+			memcpy(size, extra[i + 1], sizeof *size);
+	}
+	return buf;
 }
 
 /* The address operand p of layout l holds in a launch's parameters (the
- * kernelParams array, else the extra form's buffer), if it is one: a
- * tensor map's is unconfirmed (see cg_tmap_address). */
+ * kernelParams array, else the extra form's buffer of nbuf bytes), if it
+ * is one: a tensor map's is unconfirmed (see cg_tmap_address). */
 static inline int cg_operand_address(const struct cg_layout *l, unsigned p, void **params,
-				     const unsigned char *buf, const void **bytes, uintptr_t *a)
+				     const unsigned char *buf, size_t nbuf, const void **bytes,
+				     uintptr_t *a)
 {
+	if (!params && (nbuf < l->p[p].offset ||
+			nbuf - l->p[p].offset < (l->p[p].kind == CG_P_PTR ? sizeof *a
+									  : sizeof(CUtensorMap))))
+		return 0;
 	*bytes = params ? params[l->p[p].index] : buf + l->p[p].offset;
 	if (l->p[p].kind == CG_P_PTR) {
 		memcpy(a, *bytes, sizeof *a);

@@ -7,6 +7,7 @@
 #include <cuda.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -586,6 +587,150 @@ START_TEST(summary_names_the_address_word)
 }
 END_TEST
 
+
+/* A context's functions die with it: when the driver hands one of their
+ * handles out again for a function loaded out of sight (cudart's own
+ * fatbins) in another context, that launch is not a crossing. */
+START_TEST(function_of_destroyed_context_reused_out_of_sight)
+{
+	setup();
+	CUdevice d0;
+	CUcontext a;
+	CUmodule mod;
+	CUfunction k, again;
+	/* A refused destroy (of a primary context) leaves its functions owned. */
+	ck_assert_int_ne(cuCtxDestroy(ctx[0]), CUDA_SUCCESS);
+	ck_assert_int_eq(cuCtxSetCurrent(ctx[1]), CUDA_SUCCESS);
+	CUresult refused = cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
+	const char *why = NULL;
+	cuGetErrorString(refused, &why);
+	ck_assert_msg(why && strstr(why, "belongs to device 0"), "%s", why ? why : "(null)");
+	ck_assert_int_eq(cuDeviceGet(&d0, 0), CUDA_SUCCESS);
+	ck_assert_int_eq(cuCtxCreate(&a, NULL, 0, d0), CUDA_SUCCESS);
+	ck_assert_int_eq(cuModuleLoadData(&mod, image), CUDA_SUCCESS);
+	ck_assert_int_eq(cuModuleGetFunction(&k, mod, EXPERT), CUDA_SUCCESS);
+	ck_assert_int_eq(cuCtxDestroy(a), CUDA_SUCCESS);
+	/* Device 1's primary context loads the same kernel past the hooks. */
+	CUresult (*load)(CUmodule *, const void *) = fake_entry_point("cuModuleLoadData", 0);
+	CUresult (*get)(CUfunction *, CUmodule, const char *) =
+		fake_entry_point("cuModuleGetFunction", 0);
+	ck_assert_int_eq(cuCtxSetCurrent(ctx[1]), CUDA_SUCCESS);
+	ck_assert_int_eq(load(&mod, image), CUDA_SUCCESS);
+	ck_assert_int_eq(get(&again, mod, EXPERT), CUDA_SUCCESS);
+	ck_assert_msg(again == k, "the fake did not reuse the function handle");
+	CUdeviceptr own = dev_alloc(1);
+	CUtensorMap ok = tmap_over(own);
+	void *params[] = {&own, &own, &ok, &ok};
+	ck_assert_int_eq(cuCtxSetCurrent(ctx[1]), CUDA_SUCCESS);
+	CUresult rc = cuLaunchKernel(again, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL);
+	const char *s = NULL;
+	cuGetErrorString(rc, &s);
+	ck_assert_msg(rc == CUDA_SUCCESS, "a live function refused: %s", s ? s : "(null)");
+}
+END_TEST
+
+/* The extra form's buffer is as long as its CU_LAUNCH_PARAM_BUFFER_SIZE
+ * says: a buffer too short for the kernel is the driver's to refuse, and
+ * ctxguard must not read past it (here into a guard page). */
+START_TEST(extra_buffer_shorter_than_the_parameters)
+{
+	setup();
+	CUdeviceptr own = dev_alloc(0);
+	long page = sysconf(_SC_PAGESIZE);
+	unsigned char *m = mmap(NULL, 2 * (size_t)page, PROT_READ | PROT_WRITE,
+				MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ck_assert(m != MAP_FAILED);
+	ck_assert_int_eq(mprotect(m + page, (size_t)page, PROT_NONE), 0);
+	/* Room for the two pointers only, ending at the guard page. */
+	unsigned char *buf = m + page - 16;
+	memcpy(buf, &own, 8);
+	memcpy(buf + 8, &own, 8);
+	size_t size = 16;
+	void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, buf, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
+			 CU_LAUNCH_PARAM_END};
+	ck_assert_int_eq(cuCtxSetCurrent(ctx[0]), CUDA_SUCCESS);
+	CUresult rc = cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, stream[0], NULL, extra);
+	ck_assert_int_ne(rc, CUDA_SUCCESS);
+}
+END_TEST
+
+/* The same after a primary context's reset (cudaDeviceReset) or its last
+ * release: either unloads the context's modules, whose function handles
+ * the driver hands out again to the next load. */
+START_TEST(function_of_reset_primary_context_reused_out_of_sight)
+{
+	setup();
+	CUdevice d0;
+	CUmodule mod;
+	CUfunction again;
+	ck_assert_int_eq(cuDeviceGet(&d0, 0), CUDA_SUCCESS);
+	if (_i)
+		ck_assert_int_eq(cuDevicePrimaryCtxRelease(d0), CUDA_SUCCESS);
+	else
+		ck_assert_int_eq(cuDevicePrimaryCtxReset(d0), CUDA_SUCCESS);
+	CUresult (*load)(CUmodule *, const void *) = fake_entry_point("cuModuleLoadData", 0);
+	CUresult (*get)(CUfunction *, CUmodule, const char *) =
+		fake_entry_point("cuModuleGetFunction", 0);
+	ck_assert_int_eq(cuCtxSetCurrent(ctx[1]), CUDA_SUCCESS);
+	ck_assert_int_eq(load(&mod, image), CUDA_SUCCESS);
+	ck_assert_int_eq(get(&again, mod, EXPERT), CUDA_SUCCESS);
+	ck_assert_msg(again == fn, "the fake did not reuse the function handle");
+	CUdeviceptr own = dev_alloc(1);
+	CUtensorMap ok = tmap_over(own);
+	void *params[] = {&own, &own, &ok, &ok};
+	ck_assert_int_eq(cuCtxSetCurrent(ctx[1]), CUDA_SUCCESS);
+	CUresult rc = cuLaunchKernel(again, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL);
+	const char *s = NULL;
+	cuGetErrorString(rc, &s);
+	ck_assert_msg(rc == CUDA_SUCCESS, "a live function refused: %s", s ? s : "(null)");
+}
+END_TEST
+
+/* A function first met at launch (loaded out of sight, as cudart's are)
+ * is recorded with its parameter layout.  A reset or an unload of its
+ * module (neither seen loaded) ends it, and the handle may come back for another kernel with fewer parameters: the
+ * old layout must not be read against the new kernel's kernelParams. */
+START_TEST(function_first_met_at_launch_does_not_outlive_its_context)
+{
+	setenv("CTXGUARD_SCOPE", "all", 1);
+	setup();
+	static const char small[] = "//ctxguard-fake-image\n.kernel small 8\n";
+	CUresult (*load)(CUmodule *, const void *) = fake_entry_point("cuModuleLoadData", 0);
+	CUresult (*get)(CUfunction *, CUmodule, const char *) =
+		fake_entry_point("cuModuleGetFunction", 0);
+	CUdevice d0;
+	CUmodule mod;
+	CUfunction big, again;
+	CUdeviceptr own = dev_alloc(0);
+	CUtensorMap ok = tmap_over(own);
+	ck_assert_int_eq(cuCtxSetCurrent(ctx[0]), CUDA_SUCCESS);
+	ck_assert_int_eq(load(&mod, image), CUDA_SUCCESS);
+	ck_assert_int_eq(get(&big, mod, EXPERT), CUDA_SUCCESS);
+	void *params[] = {&own, &own, &ok, &ok};
+	ck_assert_int_eq(cuLaunchKernel(big, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL), CUDA_SUCCESS);
+	ck_assert_int_eq(cuDeviceGet(&d0, 0), CUDA_SUCCESS);
+	if (_i) {
+		ck_assert_int_eq(cuModuleUnload(mod), CUDA_SUCCESS);
+	} else {
+		ck_assert_int_eq(cuDevicePrimaryCtxReset(d0), CUDA_SUCCESS);
+		ck_assert_int_eq(cuDevicePrimaryCtxRetain(&ctx[0], d0), CUDA_SUCCESS);
+	}
+	ck_assert_int_eq(cuCtxSetCurrent(ctx[0]), CUDA_SUCCESS);
+	ck_assert_int_eq(load(&mod, small), CUDA_SUCCESS);
+	ck_assert_int_eq(get(&again, mod, "small"), CUDA_SUCCESS);
+	ck_assert_msg(again == big, "the fake did not reuse the function handle");
+	/* One parameter; what lies past it is another device's address and
+	 * a pointer to nothing. */
+	CUdeviceptr other = dev_alloc(1);
+	ck_assert_int_eq(cuCtxSetCurrent(ctx[0]), CUDA_SUCCESS);
+	void *past[] = {&own, &other, (void *)8, (void *)8};
+	CUresult rc = cuLaunchKernel(again, 1, 1, 1, 1, 1, 1, 0, NULL, past, NULL);
+	const char *s = NULL;
+	cuGetErrorString(rc, &s);
+	ck_assert_msg(rc == CUDA_SUCCESS, "a one-parameter kernel refused: %s", s ? s : "(null)");
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("operands");
@@ -606,6 +751,10 @@ int main(void)
 	tcase_add_test(t, graph_kernel_node_in_its_context);
 	tcase_add_loop_test(t, summary_names_the_address_word, 0, 3);
 	tcase_add_test(t, allocation_map_without_its_tag_array);
+	tcase_add_test(t, function_of_destroyed_context_reused_out_of_sight);
+	tcase_add_test(t, extra_buffer_shorter_than_the_parameters);
+	tcase_add_loop_test(t, function_of_reset_primary_context_reused_out_of_sight, 0, 2);
+	tcase_add_loop_test(t, function_first_met_at_launch_does_not_outlive_its_context, 0, 2);
 	suite_add_tcase(s, t);
 	TCase *w = tcase_create("address in the descriptor");
 	tcase_set_timeout(w, 60);
