@@ -61,6 +61,17 @@ static CUresult check(const struct cg_gmm_problem *p, int form)
 				   CG_GMM_MAX_OFFS_GROUPS, forms[form].name);
 	if (p->dtype == CG_GMM_FP8_E4M3 && (!p->sfa || !p->sfb))
 		return invalid("fp8 needs sfa and sfb");
+	/* the kernels load and store whole elements: off their alignment
+	 * they fault (misaligned address), a sticky error that ends the
+	 * context */
+	const uint64_t esz = p->dtype == CG_GMM_FP8_E4M3 ? 1 : 2;
+	if (p->a % esz || p->b % esz || p->d % 2)
+		return invalid("a and b must be aligned to their element size, d to 2 bytes (bf16)");
+	if (index_of(p, form) % 4)
+		return cg_gmm_fail(CUDA_ERROR_INVALID_VALUE, "grouped_mm: %s must be 4-byte aligned (int32)",
+				   forms[form].index);
+	if (p->dtype == CG_GMM_FP8_E4M3 && (p->sfa % 4 || p->sfb % 4))
+		return invalid("sfa and sfb must be 4-byte aligned (fp32)");
 	if (p->sfa_stride_m < 0 || p->sfa_stride_k < 0 || p->sfa_stride_g < 0)
 		return invalid("negative sfa strides");
 	if (p->sfa_stride_g && form != CG_GMM_FORM_MASKED)

@@ -232,8 +232,9 @@ static CUresult run(const struct plan *p, const struct cg_launch *l, const struc
 		if (rc == CUDA_SUCCESS)
 			rc = bundled[p->gemm.layout].run(p->target, s, &p->gemm.p);
 		if (rc != CUDA_SUCCESS)
-			snprintf(why, n, "%s", *cg_gmm_last_error() ? cg_gmm_last_error()
-								       : "the bundled kernels failed");
+			snprintf(why, n, "%s (error %d)",
+				 *cg_gmm_last_error() ? cg_gmm_last_error() : "the bundled kernels failed",
+				 (int)rc);
 		return rc;
 	}
 	if (!CG_REAL_SYM(cuLaunchKernelEx, cuLaunchKernelEx)) {
@@ -330,7 +331,13 @@ static CUresult ordered(const struct plan *p, const struct cg_launch *l, const s
 	FAIL(cg_call.cuEventRecord(before, s), "cuEventRecord on the launch stream");
 	cg_call.cuCtxPopCurrent_v2(&popped);
 
-	cg_call.cuCtxPushCurrent_v2(p->target);
+	/* Unchecked, a failure would leave the program's context current:
+	 * the twin made there, and `out` popping a context not pushed. */
+	if (cg_call.cuCtxPushCurrent_v2(p->target) != CUDA_SUCCESS) {
+		snprintf(why, n, "cannot make device %d's context current", p->to_dev);
+		rc = CUDA_ERROR_INVALID_CONTEXT;
+		goto give;
+	}
 	FAIL(cg_call.cuStreamWaitEvent(t, before, 0), "cuStreamWaitEvent");
 	/* One event serves every tail: each wait takes the record before it.
 	 * A stream with nothing pending has no tail to wait for. */

@@ -87,6 +87,30 @@ START_TEST(masked_fp8_strides)
 }
 END_TEST
 
+/* An operand off its element's alignment would make the kernel fault (a
+ * misaligned address: a sticky error that ends the context), so it is a
+ * malformed problem: bf16 A, B and D on 2 bytes, the int32 index and the
+ * fp32 scales on 4. */
+START_TEST(misaligned_operands)
+{
+	const char *why = "aligned";
+	refused(offs(0, CG_GMM_BF16, CG_GMM_B_NK, 0, A + 1, B, D, INDEX, 0, 0, 0, 0, 512, 256, 256, 4),
+		CUDA_ERROR_INVALID_VALUE, why);
+	refused(offs(0, CG_GMM_BF16, CG_GMM_B_KN, 0, A, B + 1, D, INDEX, 0, 0, 0, 0, 512, 256, 256, 4),
+		CUDA_ERROR_INVALID_VALUE, why);
+	refused(offs(0, CG_GMM_FP8_E4M3, CG_GMM_B_NK, 0, A + 1, B + 1, D + 1, INDEX, SFA, SFB, 0, 0, 512,
+		     256, 256, 4),
+		CUDA_ERROR_INVALID_VALUE, why);
+	refused(contiguous(0, CG_GMM_BF16, CG_GMM_B_NK, 0, A, B, D, INDEX + 2, 0, 0, 0, 0, 512, 256, 256, 4),
+		CUDA_ERROR_INVALID_VALUE, why);
+	refused(masked(0, CG_GMM_FP8_E4M3, CG_GMM_B_NK, 0, A + 1, B + 1, D, INDEX, SFA + 2, SFB, 0, 0, 0, 64,
+		       256, 256, 4),
+		CUDA_ERROR_INVALID_VALUE, why);
+	refused(psum(0, CG_GMM_FP8_E4M3, CG_GMM_B_NK, 0, A, B, D, INDEX, SFA, SFB + 1, 0, 0, 512, 256, 256, 4),
+		CUDA_ERROR_INVALID_VALUE, why);
+}
+END_TEST
+
 /* Accepted: done, or refused only because this build has no kernels. */
 static void accepted(int rc)
 {
@@ -339,6 +363,7 @@ int main(void)
 	tcase_add_test(t, masked_rows_fit_an_int);
 	tcase_add_test(t, range_forms_take_1024_groups);
 	tcase_add_test(t, masked_fp8_strides);
+	tcase_add_test(t, misaligned_operands);
 	tcase_add_test(t, no_rows_needs_no_operands);
 	suite_add_tcase(s, t);
 	TCase *k = tcase_create("kernel choice");

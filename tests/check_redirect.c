@@ -494,6 +494,62 @@ START_TEST(normal_gemm_runs_as_one_group)
 }
 END_TEST
 
+/* The buffer of zeros a Normal GEMM reads is made (and its memset waited
+ * for by the host) on a stream that waits for nothing of the program's:
+ * were it T after T's waits, the host would block until S and every busy
+ * stream of device 1 drained, and hang for good when one of those waits
+ * for work the program queues after this call (README, "Deadlock"). */
+START_TEST(normal_gemm_zeros_do_not_wait_for_the_programs_streams)
+{
+	produce_on_device_1();
+	CUtensorMap A = ta, B = encode(b, K, N), D = td;
+	CUdeviceptr none = 0;
+	uint32_t m = M, n = N, k = K;
+	void *params[] = {&none, &m, &n, &k, &A, &B, &D};
+	ck_assert_int_eq(cuCtxSetCurrent(ctx[0]), CUDA_SUCCESS);
+	fake_trace_start();
+	capture_start();
+	cuLaunchKernel(normal, 132, 1, 1, 384, 1, 1, 0, stream[0], params, NULL);
+	capture_end();
+	size_t nt = fake_trace(trace, 4096);
+	size_t sync = find(nt, 0, "cuStreamSynchronize", ctx[1], NULL, NULL);
+	ck_assert_msg(sync < nt, "the zeros were never synchronized");
+	for (size_t i = 0; i < sync; i++)
+		ck_assert_msg(strcmp(trace[i].api, "cuStreamWaitEvent") ||
+				      trace[i].stream != trace[sync].stream,
+			      "the host synchronizes a stream that waits for the program's work");
+}
+END_TEST
+
+/* The target context cannot be made current again after S's event is
+ * recorded: the redirect falls back and leaves the program's current
+ * context as it was (it must not pop a context it did not push, nor make
+ * the twin in the wrong context). */
+static void fail_next_push(void *arg)
+{
+	(void)arg;
+	fake_fail_next("cuCtxPushCurrent", CUDA_ERROR_INVALID_CONTEXT);
+}
+
+START_TEST(failed_push_leaves_the_current_context)
+{
+	ck_assert_int_eq(cuCtxSetCurrent(ctx[0]), CUDA_SUCCESS);
+	fake_after_next("cuEventRecord", fail_next_push, NULL);
+	capture_start();
+	CUresult rc = launch_helper(ctx[0], stream[0], a, d);
+	capture_end();
+	ck_assert_int_ne(rc, CUDA_SUCCESS);
+	CUcontext cur = NULL;
+	ck_assert_int_eq(cuCtxGetCurrent(&cur), CUDA_SUCCESS);
+	ck_assert_ptr_eq(cur, ctx[0]);
+	/* and the next redirect still works */
+	fake_trace_start();
+	ck_assert_int_eq(launch_helper(ctx[0], stream[0], a, d), CUDA_SUCCESS);
+	size_t n = fake_trace(trace, 4096);
+	ck_assert_msg(find(n, 0, "launch", ctx[1], NULL, NULL) < n, "not launched on device 1");
+}
+END_TEST
+
 /* Each impossible redirect: one line why, then the error fallback. */
 static void capture_only(void) {}
 /* Checked once outside the capture first: under capture ctxguard asks the
@@ -747,6 +803,8 @@ int main(void)
 	tcase_add_test(e, silent_crossing_runs_bundled_on_the_operands_device);
 	tcase_add_test(e, handle_crossing_runs_on_the_launch_stream);
 	tcase_add_test(e, normal_gemm_runs_as_one_group);
+	tcase_add_test(e, normal_gemm_zeros_do_not_wait_for_the_programs_streams);
+	tcase_add_test(e, failed_push_leaves_the_current_context);
 	tcase_add_test(e, psum_gemm_runs_bundled_psum);
 	tcase_add_test(e, threads_redirect_on_two_devices);
 	tcase_add_test(e, stream_creation_warms_its_context);

@@ -149,8 +149,10 @@ static CUresult stream_wait(CUstream s, bool sync)
 		return rc;
 	if (!sync && is_pending(s, ctx) && ctx->sticky == CUDA_SUCCESS)
 		return CUDA_ERROR_NOT_READY;
-	if (sync)
+	if (sync) {
 		set_pending(s, ctx, false);
+		fake_trace_note("cuStreamSynchronize", ctx, s, NULL, NULL);
+	}
 	return ctx->sticky;
 }
 
