@@ -34,32 +34,56 @@ static size_t utf8_seq(const unsigned char *s)
 	return n;
 }
 
-static void escape(struct cg_out *o, const char *str)
+/* One escaped unit (a character, an escape, a UTF-8 sequence).  whole:
+ * it goes in whole or not at all, so that cg_json_escape's short buffer,
+ * which callers quote inside a record, never ends in half an escape
+ * ("\u00", a lone backslash that would swallow the closing quote) or half
+ * a UTF-8 sequence; once a unit is left out, o->len has passed o->n and
+ * nothing after it is written either.  Else byte by byte, as snprintf
+ * cuts (cg_format_json's contract). */
+static void put_unit(struct cg_out *o, const char *u, size_t k, int whole)
+{
+	if (!whole) {
+		for (size_t i = 0; i < k; i++)
+			cg_out_putc(o, u[i]);
+		return;
+	}
+	if (o->len + k < o->n) {
+		for (size_t i = 0; i < k; i++)
+			o->buf[o->len + i] = u[i];
+		o->buf[o->len + k] = '\0';
+	}
+	o->len += k;
+}
+
+static void escape(struct cg_out *o, const char *str, int whole)
 {
 	static const char shorts[] = {
 		['\b'] = 'b', ['\f'] = 'f', ['\n'] = 'n', ['\r'] = 'r',
 		['\t'] = 't', ['"'] = '"', ['\\'] = '\\',
 	};
+	static const char hex[] = "0123456789abcdef";
 	const unsigned char *s = (const unsigned char *)str;
 
 	while (*s) {
 		size_t k = utf8_seq(s);
 		if (k == 0) {
-			cg_out_puts(o, "\\ufffd");  /* replacement character */
+			put_unit(o, "\\ufffd", 6, whole);  /* replacement character */
 			s++;
 		} else if (k > 1) {
-			for (size_t i = 0; i < k; i++)
-				cg_out_putc(o, (char)s[i]);
+			put_unit(o, (const char *)s, k, whole);
 			s += k;
 		} else if (*s < sizeof shorts && shorts[*s]) {
-			cg_out_putc(o, '\\');
-			cg_out_putc(o, shorts[*s]);
+			const char u[2] = {'\\', shorts[*s]};
+			put_unit(o, u, 2, whole);
 			s++;
 		} else if (*s < 0x20 || *s == 0x7f) {
-			cg_out_printf(o, "\\u%04x", *s);
+			const char u[6] = {'\\', 'u', '0', '0', hex[*s >> 4], hex[*s & 15]};
+			put_unit(o, u, 6, whole);
 			s++;
 		} else {
-			cg_out_putc(o, (char)*s++);
+			put_unit(o, (const char *)s, 1, whole);
+			s++;
 		}
 	}
 }
@@ -70,7 +94,7 @@ size_t cg_json_escape(char *buf, size_t n, const char *s)
 
 	cg_out_init(&o, buf, n);
 	if (s)
-		escape(&o, s);
+		escape(&o, s, 1);
 	return o.len;
 }
 
@@ -82,7 +106,7 @@ static void put_string(struct cg_out *o, const char *key, const char *s)
 		return;
 	}
 	cg_out_putc(o, '"');
-	escape(o, s);
+	escape(o, s, 0);
 	cg_out_putc(o, '"');
 }
 

@@ -183,7 +183,10 @@ size_t cg_format_json(char *buf, size_t n, const struct cg_policy *p,
 /* The first line of the report: the rule's message or the generic one. */
 const char *cg_crossing_message(const struct cg_policy *p, int rule);
 
-/* JSON string escaping into buf (no quotes added); returns length. */
+/* JSON string escaping into buf (no quotes added); returns the full
+ * length, like snprintf, but a short buf holds only the escapes and UTF-8
+ * sequences that fit whole, so that it can always be quoted as a JSON
+ * string. */
 size_t cg_json_escape(char *buf, size_t n, const char *s);
 
 #endif

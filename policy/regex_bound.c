@@ -37,14 +37,19 @@ static const char *bracket_end(const char *c)
 	return *p ? p : p - 1;
 }
 
-/* "{m}", "{m,}" or "{m,n}" at c: the copies it makes, its last byte in
- * *end; 0 when it is no interval (regcomp decides what it is). */
+/* "{m}", "{m,}", "{m,n}" or "{,n}" (glibc reads it as "{0,n}") at c: the
+ * copies it makes, its last byte in *end; 0 when it is no interval
+ * (regcomp decides what it is).  A count too large for unsigned long
+ * saturates, so it can never wrap to "no interval". */
 static unsigned long interval(const char *c, const char **end)
 {
-	char *after;
-	if (!isdigit((unsigned char)c[1]))
+	char *after = (char *)c + 1;
+	unsigned long m = 0, n;
+	if (isdigit((unsigned char)c[1]))
+		m = strtoul(c + 1, &after, 10);
+	else if (c[1] != ',')
 		return 0;
-	unsigned long m = strtoul(c + 1, &after, 10), n = m;
+	n = m;
 	if (*after == ',') {
 		if (isdigit((unsigned char)after[1]))
 			n = strtoul(after + 1, &after, 10);
@@ -54,7 +59,8 @@ static unsigned long interval(const char *c, const char **end)
 	if (*after != '}')
 		return 0;
 	*end = after;
-	return (n > m ? n : m) + 1;
+	unsigned long most = n > m ? n : m;
+	return most < RE_MAX_COPIES ? most + 1 : RE_MAX_COPIES + 1;
 }
 
 int cg_regex_check(const char *re, char *err, size_t n)

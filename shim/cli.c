@@ -5,6 +5,7 @@
  * --error-exitcode's value when any process of the tree reported a
  * crossing.  Processes report crossings by appending a line to a status
  * file named in CTXGUARD_STATUS. */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -130,17 +131,24 @@ int main(int argc, char **argv)
 				die("--operands %s: expected on or off", val);
 			setenv_checked("CTXGUARD_OPERANDS", val);
 		} else if (strcmp(a, "--policy") == 0) {
-			if (access(val, R_OK) != 0)
+			/* Absolute: every process of the tree reads it, also
+			 * one that changed its directory first. */
+			char *abs = access(val, R_OK) == 0 ? realpath(val, NULL) : NULL;
+			if (!abs)
 				die("--policy %s: cannot read the file", val);
-			setenv_checked("CTXGUARD_POLICY", val);
+			setenv_checked("CTXGUARD_POLICY", abs);
+			free(abs);
 		} else if (strcmp(a, "--log") == 0) {
 			setenv_checked("CTXGUARD_LOG", val);
 		} else if (strcmp(a, "--metrics") == 0) {
 			setenv_checked("CTXGUARD_METRICS", val);
 		} else if (strcmp(a, "--error-exitcode") == 0) {
+			/* Digits only, as the policy reads CTXGUARD_EXIT_CODE:
+			 * "+3" or " 3" would pass strtol here and then be
+			 * refused there, leaving the program's own status. */
 			char *end;
 			long n = strtol(val, &end, 10);
-			if (*end || n < 0 || n > 255)
+			if (!isdigit((unsigned char)val[0]) || *end || n < 0 || n > 255)
 				die("--error-exitcode %s: expected 0..255", val);
 			setenv_checked("CTXGUARD_EXIT_CODE", val);
 		} else if (strcmp(a, "--library") == 0) {
@@ -161,8 +169,13 @@ int main(int argc, char **argv)
 
 	if (!library)
 		library = find_library();
-	if (!library || access(library, R_OK) != 0)
+	/* LD_PRELOAD takes it as written, in every process of the tree: a
+	 * relative path would not preload in one that changed its directory,
+	 * which would then run unchecked. */
+	char *abs = library && access(library, R_OK) == 0 ? realpath(library, NULL) : NULL;
+	if (!abs)
 		die("cannot find libctxguard.so (%s); use --library", library ? library : "not found");
+	library = abs;
 	const char *old = getenv("LD_PRELOAD");
 	char *preload = malloc(strlen(library) + (old ? strlen(old) : 0) + 2);
 	if (!preload)

@@ -302,6 +302,55 @@ START_TEST(command_runs_and_exits_like_the_program)
 }
 END_TEST
 
+/* "../../" for each directory of the working directory, then path without
+ * its leading '/': path, relative to where the command runs. */
+static const char *relative_to_cwd(const char *path)
+{
+	static char rel[8192];
+	char cwd[4096], abs[4096];
+	ck_assert_ptr_nonnull(getcwd(cwd, sizeof cwd));
+	ck_assert_ptr_nonnull(realpath(path, abs));
+	rel[0] = 0;
+	for (const char *c = cwd; *c; c++)
+		if (*c == '/' && c[1])
+			strcat(rel, "../");
+	strcat(rel, abs + 1);
+	return rel;
+}
+
+/* The command's paths reach every process of the tree: a relative
+ * --library or --policy once left a process that changed its directory
+ * unpreloaded (running unchecked) or without its policy.  And
+ * --error-exitcode takes what CTXGUARD_EXIT_CODE takes: "+86" once passed
+ * here, was refused by the policy, and the crossing exited 0. */
+START_TEST(command_paths_and_exit_code)
+{
+	char prog[4096], policy[4096], lib[4096], script[12288];
+	snprintf(prog, sizeof prog, "%s/tests/progs/scenario", build_dir());
+	snprintf(lib, sizeof lib, "%s", relative_to_cwd(shim_library()));
+	snprintf(policy, sizeof policy, "%s", relative_to_cwd("policy/default.conf"));
+	snprintf(script, sizeof script,
+		 "cd / && case $CTXGUARD_POLICY:$LD_PRELOAD in /*) ;; *) exit 9;; esac; "
+		 "exec '%s' dlsym data launch cross", prog);
+	const char *env[] = {preload_without_shim(), NULL};
+	const char *argv[] = {"ctxguard", "--library", lib, "--policy", policy, "--mode", "error",
+			      "--error-exitcode", "86", "--", "/bin/sh", "-c", script, NULL};
+	spawn(&r, env, argv);
+	ck_assert_msg(exited(&r, 86), "status %#x %s", r.status, r.err);
+	ck_assert_msg(strstr(r.err, "1 crossing reported") && !strstr(r.err, "ld.so"), "%s",
+		      r.err);
+
+	static const char *const bad[] = {"+86", " 86", "", "-0"};
+	for (int i = 0; i < N(bad); i++) {
+		const char *plus[] = {"ctxguard", "--mode", "error", "--error-exitcode", bad[i],
+				      "--", prog, "dlsym", "data", "launch", "cross", NULL};
+		spawn(&r, env, plus);
+		ck_assert_msg(exited(&r, 2) && strstr(r.err, "--error-exitcode"),
+			      "'%s': status %#x %s", bad[i], r.status, r.err);
+	}
+}
+END_TEST
+
 START_TEST(inert_without_libcuda)
 {
 	const char *env[] = {"CTXGUARD_LIBCUDA=/nonexistent/libcuda.so.1", "LD_LIBRARY_PATH=",
@@ -357,6 +406,7 @@ static Suite *suite(void)
 	tcase_add_test(t, bad_mode_falls_back_to_abort);
 	tcase_add_test(t, bad_policy_file_is_one_line);
 	tcase_add_test(t, command_runs_and_exits_like_the_program);
+	tcase_add_test(t, command_paths_and_exit_code);
 	tcase_add_test(t, inert_without_libcuda);
 	tcase_add_test(t, never_loads_the_driver_itself);
 	suite_add_tcase(s, t);

@@ -619,6 +619,12 @@ START_TEST(test_regex_bound)
 		{"a{2,4}b{3,}c?d*", NULL},
 		{"[[:alpha:]_]+::[^]+]*", NULL},
 		{"\\++", NULL},
+		/* glibc reads "{,n}" as "{0,n}": 30 x 30 x 30 copies, 435 MB */
+		{"((((du){,30}){,30}){,30})", "multiply to more than 4096"},
+		{"a{,5000}", "multiply to more than 4096"},
+		{"a{,3}+", "a repetition right after another at byte 6"},
+		{"a{99999999999999999999999}", "multiply to more than 4096"},
+		{"a{,3}b{,}c", NULL},
 	};
 	char text[1024], line[1200];
 	struct cg_policy p;
@@ -1478,6 +1484,26 @@ START_TEST(test_json_escape)
 	ck_assert_uint_eq(cg_json_escape(buf, 1, "abc"), 3);
 	ck_assert_str_eq(buf, "");
 	ck_assert_int_eq(buf[1], 'X');
+
+	/* A short buffer holds whole escapes and UTF-8 sequences only: the
+	 * callers quote it inside a log record (config_error, unhooked),
+	 * where half of one ("\u00", a lone backslash eating the closing
+	 * quote) made the line invalid JSON. */
+	static const char tricky[] = "a\"b\\c\001d\xc3\xa9" "e\xff\tf";
+	size_t len = cg_json_escape(NULL, 0, tricky);
+	char *full = escaped(tricky), *cut = malloc(len + 2);
+	for (size_t n = 1; n <= len + 1; n++) {
+		memset(cut, 'X', len + 2);
+		ck_assert_uint_eq(cg_json_escape(cut, n, tricky), len);
+		size_t kept = strlen(cut);
+		ck_assert(kept < n && strncmp(cut, full, kept) == 0);
+		ck_assert_int_eq(cut[n], 'X');
+		char quoted[128];
+		snprintf(quoted, sizeof quoted, "\"%s\"", cut);
+		ck_assert_msg(json_valid(quoted), "n %zu: %s", n, quoted);
+	}
+	free(cut);
+	free(full);
 }
 END_TEST
 
