@@ -175,15 +175,15 @@ int main(int argc, char **argv)
 	char *abs = library && access(library, R_OK) == 0 ? realpath(library, NULL) : NULL;
 	if (!abs)
 		die("cannot find libctxguard.so (%s); use --library", library ? library : "not found");
-	library = abs;
 	const char *old = getenv("LD_PRELOAD");
-	char *preload = malloc(strlen(library) + (old ? strlen(old) : 0) + 2);
+	char *preload = malloc(strlen(abs) + (old ? strlen(old) : 0) + 2);
 	if (!preload)
 		die("%s", "out of memory");
 	/* After what is already there: a sanitizer runtime must stay first. */
-	sprintf(preload, "%s%s%s", old && *old ? old : "", old && *old ? ":" : "", library);
+	sprintf(preload, "%s%s%s", old && *old ? old : "", old && *old ? ":" : "", abs);
 	setenv_checked("LD_PRELOAD", preload);
 	free(preload);
+	free(abs);
 
 	char status[] = "/tmp/ctxguard.status.XXXXXX";
 	int sfd = mkstemp(status);

@@ -173,6 +173,40 @@ def _zero_empty(db, offs):
     return db.masked_fill_(empty, 0)
 
 
+def _torch_operand(x):
+    """Whether x [M, C] is what torch._grouped_mm takes as a 2D operand as it
+    is: dense rows, 16-byte aligned and a multiple of 16 bytes apart."""
+    c = x.size(1)
+    return c % 8 == 0 and x.stride() == (c, 1) and x.storage_offset() % 8 == 0
+
+
+def _padded(x):
+    """x [M, C] in zeros of M and C rounded up to multiples of 8: 16-byte
+    rows in either dense layout, which torch.compile may choose for it and
+    for its transpose (rows past offs[-1] are in no group)."""
+    m, c = x.shape
+    dense = x.new_zeros(_cdiv(m, 8) * 8, _cdiv(c, 8) * 8)
+    dense[:m, :c] = x
+    return dense
+
+
+def _weight_grad(grad, a, offs, nk):
+    """dB of out = a x b per group, by torch._grouped_mm 2D x 2D: [G, N, K]
+    when nk (b is the transpose view of [G, N, K] storage), else [G, K, N].
+    The kernels here take any K, N and strides, torch's refuse the rest
+    ("strides should be multiple of 16 bytes"; "Invalid strides/sizes" for
+    the stride-0 gradient of out.sum()): those operands are padded, and the
+    padding dropped from the result."""
+    k, n = a.size(1), grad.size(1)
+    if k and n and not (_torch_operand(a) and _torch_operand(grad)):
+        a, grad = _padded(a), _padded(grad)
+    if nk:
+        db = torch._grouped_mm(grad.transpose(0, 1), a, offs=offs)[:, :n, :k]
+    else:
+        db = torch._grouped_mm(a.transpose(0, 1), grad, offs=offs)[:, :k, :n]
+    return _zero_empty(db, offs)
+
+
 def _backward(ctx, grad):
     a, b, offs = ctx.saved_tensors
     da = db = None
@@ -183,9 +217,9 @@ def _backward(ctx, grad):
         # weights are [G, N, K] storage seen as [G, K, N], and a gradient made
         # [G, K, N] would cost a transposing copy of every expert's weights.
         if b.transpose(-2, -1).is_contiguous():
-            db = _zero_empty(torch._grouped_mm(grad.transpose(0, 1), a, offs=offs), offs).transpose(-2, -1)
+            db = _weight_grad(grad, a, offs, True).transpose(-2, -1)
         else:
-            db = _zero_empty(torch._grouped_mm(a.transpose(0, 1), grad, offs=offs), offs)
+            db = _weight_grad(grad, a, offs, False)
     return da, db, None
 
 

@@ -81,17 +81,27 @@ def checks_and_fakes():
 
 def autograd_and_compile():
     sizes = [0, 70, 129, 0, 1]
-    for b_kn in (False, True):
-        a = torch.randn(sum(sizes), 256).bfloat16().requires_grad_()
-        w = (torch.randn(len(sizes), 384, 256) / 16).bfloat16()
+    # K and N not multiples of 8 (which the kernels take and torch._grouped_mm,
+    # computing dB, does not), and out.sum(), whose gradient has strides 0
+    for b_kn, k, n, plain_sum in ((False, 256, 384, False), (True, 256, 384, False), (False, 100, 90, False),
+                                  (True, 100, 90, False), (False, 256, 384, True), (True, 256, 384, True)):
+        a = torch.randn(sum(sizes), k).bfloat16().requires_grad_()
+        w = (torch.randn(len(sizes), n, k) / 16).bfloat16()
         base = (w.transpose(-2, -1).contiguous() if b_kn else w).requires_grad_()
         b = base if b_kn else base.transpose(-2, -1)
-        r = torch.randn(sum(sizes), 384)
-        (ctxguard.grouped_mm(a, b, offsets(sizes, "cpu")).float() * r).sum().backward()
+        r = torch.ones(sum(sizes), n) if plain_sum else torch.randn(sum(sizes), n)
+        name = "grads, B %s, K=%d N=%d%s" % ("[G,K,N]" if b_kn else "view of [G,N,K]", k, n,
+                                             ", out.sum()" if plain_sum else "")
+        out = ctxguard.grouped_mm(a, b, offsets(sizes, "cpu"))
+        try:
+            (out.sum() if plain_sum else (out.float() * r).sum()).backward()
+        except RuntimeError as e:
+            CHECKS.flag(name, False, str(e))
+            continue
         a64, b64 = a.detach().double().requires_grad_(), b.detach().double().requires_grad_()
         (reference(a64, b64.transpose(-2, -1), sizes)[0] * r.double()).sum().backward()
         b_grad = base.grad if b_kn else base.grad.transpose(-2, -1)
-        CHECKS.flag("grads, B %s" % ("[G,K,N]" if b_kn else "view of [G,N,K]"),
+        CHECKS.flag(name,
                     rel(a.grad, a64.grad) <= 1e-2 and rel(b_grad, b64.grad) <= 1e-2,
                     "rel error a %.2e, b %.2e" % (rel(a.grad, a64.grad), rel(b_grad, b64.grad)))
 
@@ -112,6 +122,21 @@ def autograd_and_compile():
                 max(rel(got, eager), rel(mod.gate_up.grad, ge), rel(x.grad, gx)) <= 2e-2,
                 "rel error forward %.2e, grad gate_up %.2e, grad x %.2e"
                 % (rel(got, eager), rel(mod.gate_up.grad, ge), rel(x.grad, gx)))
+    # K and N not multiples of 8 and a stride-0 gradient, compiled: the weight
+    # gradient's padded operands in whatever layout inductor gives them
+    x = torch.randn(sum(sizes), 100).bfloat16().requires_grad_()
+    w = torch.randn(len(sizes), 90, 100).bfloat16().requires_grad_()
+
+    def loss(x, w):
+        return ctxguard.grouped_mm(x, w.transpose(-2, -1), offs).sum()
+
+    loss(x, w).backward()
+    gx, gw = x.grad.clone(), w.grad.clone()
+    x.grad = w.grad = None
+    torch.compile(loss, fullgraph=True)(x, w).backward()
+    CHECKS.flag("torch.compile(fullgraph=True), K=100 N=90, out.sum()",
+                max(rel(x.grad, gx), rel(w.grad, gw)) <= 2e-2,
+                "rel error vs eager: grad x %.2e, grad w %.2e" % (rel(x.grad, gx), rel(w.grad, gw)))
 
 
 def backend():
