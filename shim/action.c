@@ -101,12 +101,12 @@ CUresult cg_act_as(struct cg_crossing *c, const struct cg_fn *fn, int action)
 	unsigned long n = atomic_fetch_add(&((struct cg_fn *)fn)->reports, 1);
 	if (n < CG_REPORTS_PER_KERNEL || action == CG_ACT_ABORT) {
 		/* Slow path: the buffers are sized for 2 KB demangled names
-		 * and come from the heap, not from a possibly small stack. */
+		 * (a longer record gets one of its own: cg_log_crossing) and
+		 * come from the heap, not from a possibly small stack. */
 		enum { JSON = 12288, REPORT = 16384 };
 		char *buf = malloc(JSON + REPORT);
 		if (buf) {
-			cg_format_json(buf, JSON, cg_policy, c);
-			cg_log_record(buf, action == CG_ACT_WARN ? LOG_WARNING : LOG_ERR);
+			cg_log_crossing(c, action == CG_ACT_WARN ? LOG_WARNING : LOG_ERR, buf, JSON);
 			cg_format_report(buf + JSON, REPORT, cg_policy, c);
 			cg_write_stderr(buf + JSON);
 			free(buf);

@@ -213,11 +213,12 @@ static int find_loaded(struct dl_phdr_info *info, size_t size, void *out)
 /* CTXGUARD_CUPTI (that file only), the loaded one, the toolkit's, the
  * loader's path; under secure execution neither CTXGUARD_CUPTI nor
  * CUDA_HOME is read (a setuid program must not load a library the caller
- * names).  NULL with `where` saying where it looked. */
+ * names), nor under a lock (either could turn a locked backstop off).
+ * NULL with `where` saying where it looked. */
 static void *load_cupti(char *where, size_t n)
 {
 	static const char *const names[] = {"libcupti.so", "libcupti.so.13", "libcupti.so.12"};
-	const char *env = cg_user_env("CTXGUARD_CUPTI");
+	const char *env = cg_library_env("CTXGUARD_CUPTI");
 	void *h;
 	if (env && *env) {
 		snprintf(cupti_path, sizeof cupti_path, "%s", env);
@@ -228,7 +229,7 @@ static void *load_cupti(char *where, size_t n)
 	if (dl_iterate_phdr(find_loaded, cupti_path) &&
 	    (h = dlopen(cupti_path, RTLD_NOW | RTLD_NOLOAD)))
 		return h;
-	const char *home = cg_user_env("CUDA_HOME");
+	const char *home = cg_library_env("CUDA_HOME");
 	if (!home || !*home)
 		home = "/usr/local/cuda";
 	char toolkit[PATH_MAX];

@@ -25,21 +25,30 @@ const char *cg_user_env(const char *name)
 	return policy.secure ? NULL : getenv(name);
 }
 
-/* CTXGUARD_LIBCUDA names another driver, for tests; naming one that is not
- * loaded leaves the shim inert, so neither secure execution nor a lock
- * takes it. */
-static void choose_libcuda(void)
+const char *cg_library_env(const char *name)
 {
-	const char *path = cg_user_env("CTXGUARD_LIBCUDA");
-	if (!path || !*path)
-		return;
-	if (!policy.lock) {
-		libcuda = path;
-		return;
+	return policy.lock ? NULL : cg_user_env(name);
+}
+
+/* The ctxguard variables that name a library to load: under a lock each
+ * is refused, as a loosening (a driver that is not loaded leaves the shim
+ * inert; a file that is no CUPTI turns a locked backstop off). */
+static void refuse_locked_libraries(void)
+{
+	static const struct {
+		const char *name, *instead;
+	} libraries[] = {
+		{"CTXGUARD_LIBCUDA", "the driver is libcuda.so.1"},
+		{"CTXGUARD_CUPTI", "the backstop looks for CUPTI as if it were unset"},
+	};
+	for (size_t i = 0; policy.lock && i < sizeof libraries / sizeof libraries[0]; i++) {
+		const char *path = cg_user_env(libraries[i].name);
+		if (!path || !*path)
+			continue;
+		char asked[128];
+		snprintf(asked, sizeof asked, "%s=%.80s", libraries[i].name, path);
+		cg_policy_refuse(&policy, asked, libraries[i].instead);
 	}
-	char asked[128];
-	snprintf(asked, sizeof asked, "CTXGUARD_LIBCUDA=%.80s", path);
-	cg_policy_refuse(&policy, asked, "the driver is libcuda.so.1");
 }
 
 /* 1: ready; 0: libcuda not loaded (yet): ask again at the next call;
@@ -49,7 +58,10 @@ static int start(void)
 	static int have_policy;
 	if (!have_policy) {
 		cg_policy_load(&policy, environ);
-		choose_libcuda();
+		refuse_locked_libraries();
+		const char *path = cg_library_env("CTXGUARD_LIBCUDA"); /* for tests */
+		if (path && *path)
+			libcuda = path;
 		cg_policy = &policy;
 		have_policy = 1;
 	}

@@ -401,8 +401,7 @@ static void log_redirect(struct cg_crossing *c)
 			return;
 		pthread_setspecific(json_key, json);
 	}
-	cg_format_json(json, JSON, cg_policy, c);
-	cg_log_record(json, LOG_NOTICE);
+	cg_log_crossing(c, LOG_NOTICE, json, JSON);
 }
 
 static void done(struct cg_crossing *c, struct cg_fn *fn, const struct plan *p)

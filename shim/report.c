@@ -164,6 +164,31 @@ void cg_log_record(const char *json, int syslog_prio)
 		cg_count(CG_C_LOG_LOST);
 }
 
+/* fmt's text in buf when it fits in n bytes, else in a buffer of its own
+ * length (malloc'ed; NULL when out of memory): a record cut short is no
+ * JSON, and records holding kernel names (CUTLASS templates run to
+ * kilobytes) or many counters outgrow any fixed size. */
+static char *vformat(char *buf, size_t n, const char *fmt, va_list ap)
+{
+	va_list again;
+	va_copy(again, ap);
+	int len = vsnprintf(buf, n, fmt, ap);
+	char *out = len < 0 ? NULL : (size_t)len < n ? buf : malloc((size_t)len + 1);
+	if (out && out != buf)
+		vsnprintf(out, (size_t)len + 1, fmt, again);
+	va_end(again);
+	return out;
+}
+
+static char *format(char *buf, size_t n, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	char *out = vformat(buf, n, fmt, ap);
+	va_end(ap);
+	return out;
+}
+
 void cg_log_event(const char *event, const char *fmt, ...)
 {
 	if (log_fd == LOG_NONE)
@@ -171,10 +196,27 @@ void cg_log_event(const char *event, const char *fmt, ...)
 	char body[6144], line[8192];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(body, sizeof body, fmt, ap);
+	char *b = vformat(body, sizeof body, fmt, ap);
 	va_end(ap);
-	snprintf(line, sizeof line, "{\"event\":\"%s\"%s%s}", event, *body ? "," : "", body);
-	cg_log_record(line, -1);
+	char *l = b ? format(line, sizeof line, "{\"event\":\"%s\"%s%s}", event, *b ? "," : "", b) : NULL;
+	if (l)
+		cg_log_record(l, -1);
+	if (l != line)
+		free(l);
+	if (b != body)
+		free(b);
+}
+
+void cg_log_crossing(const struct cg_crossing *c, int syslog_prio, char *buf, size_t n)
+{
+	size_t len = cg_format_json(buf, n, cg_policy, c);
+	char *big = len < n ? buf : malloc(len + 1);
+	if (big && big != buf)
+		cg_format_json(big, len + 1, cg_policy, c);
+	if (big)
+		cg_log_record(big, syslog_prio);
+	if (big != buf)
+		free(big);
 }
 
 /* The ctxguard command learns of crossings in any process of the tree

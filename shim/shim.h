@@ -179,6 +179,11 @@ int cg_init(void);
  * writes): NULL under secure execution, where the environment belongs to
  * the caller and not to the program's owner, as for CTXGUARD_* settings. */
 const char *cg_user_env(const char *name);
+/* One that says where a library the shim loads lives (CTXGUARD_LIBCUDA,
+ * CTXGUARD_CUPTI, CUDA_HOME): also NULL under a locked policy, which
+ * would otherwise let a variable leave the shim inert or its backstop
+ * off. */
+const char *cg_library_env(const char *name);
 extern _Atomic int cg_state;                 /* 2: ready */
 static inline int cg_ready(void)
 {
@@ -459,6 +464,9 @@ void cg_report_forked(void);             /* in a forked child */
 void cg_log_record(const char *json, int syslog_prio);
 void cg_log_event(const char *event, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+/* A crossing's record (cg_format_json) through cg_log_record: in buf when
+ * it fits in n bytes, else in one of its length, never cut short. */
+void cg_log_crossing(const struct cg_crossing *c, int syslog_prio, char *buf, size_t n);
 void cg_stderr(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void cg_write_stderr(const char *s);
 void cg_status_crossing(int action);         /* for the ctxguard command */

@@ -300,7 +300,7 @@ START_TEST(shim_locked)
 	snprintf(log_env, sizeof log_env, "CTXGUARD_LOG=%s", in_tmpdir("user.jsonl"));
 	const char *env[] = {locked_preload(), "CTXGUARD_MODE=off", "CTXGUARD_OPERANDS=off",
 			     "CTXGUARD_POLICY=none", "CTXGUARD_LIBCUDA=/nonexistent/libcuda.so.1",
-			     log_env, NULL};
+			     "CTXGUARD_CUPTI=/nonexistent/libcupti.so", log_env, NULL};
 	const char *argv[] = {"tests/progs/scenario", "dlsym", "data", "launch", "cross", NULL};
 
 	write_system(system_conf);
@@ -311,7 +311,8 @@ START_TEST(shim_locked)
 	static const char *const refused[] = {
 		"CTXGUARD_POLICY=none refused", "mode = off (CTXGUARD_MODE) refused",
 		"operands = off (CTXGUARD_OPERANDS) refused", "(CTXGUARD_LOG) refused",
-		"CTXGUARD_LIBCUDA=/nonexistent/libcuda.so.1 refused"};
+		"CTXGUARD_LIBCUDA=/nonexistent/libcuda.so.1 refused",
+		"CTXGUARD_CUPTI=/nonexistent/libcupti.so refused"};
 	for (int i = 0; i < NELEMS(refused); i++)
 		ck_assert_msg(count_of(r.err, refused[i]) == 1, "want '%s' once:\n%s",
 			      refused[i], r.err);

@@ -381,6 +381,45 @@ START_TEST(one_report_per_launch)
 }
 END_TEST
 
+/* A crossing's record longer than the usual buffer (kernel names of
+ * CUTLASS templates run to kilobytes) is written whole: cut short, it
+ * ended inside the name, no JSON. */
+START_TEST(long_kernel_name_logged_whole)
+{
+	enum { LONG = 13000 };
+	char log[128];
+	snprintf(log, sizeof log, "/tmp/ctxguard-check-%d.jsonl", (int)getpid());
+	unlink(log);
+	setenv("CTXGUARD_LOG", log, 1);
+	setenv("CTXGUARD_MODE", "warn", 1);
+	setenv("CTXGUARD_SCOPE", "all", 1);
+	setup();
+	char *name = malloc(LONG + 1), *img = malloc(LONG + 64);
+	ck_assert(name && img);
+	memset(name, 'k', LONG);
+	name[LONG] = 0;
+	snprintf(img, LONG + 64, "//ctxguard-fake-image\n.kernel %s 8\n", name);
+	CUmodule mod;
+	CUfunction k;
+	ck_assert_int_eq(cuCtxSetCurrent(ctx[0]), CUDA_SUCCESS);
+	ck_assert_int_eq(cuModuleLoadData(&mod, img), CUDA_SUCCESS);
+	ck_assert_int_eq(cuModuleGetFunction(&k, mod, name), CUDA_SUCCESS);
+	CUdeviceptr own = dev_alloc(1);
+	void *params[] = {&own};
+	ck_assert_int_eq(cuCtxSetCurrent(ctx[1]), CUDA_SUCCESS);
+	cuLaunchKernel(k, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL);
+	char *text = slurp(log);
+	unlink(log);
+	ck_assert_msg(text, "no log");
+	const char *rec = strstr(text, "{\"event\":\"crossing\"");
+	ck_assert_msg(rec, "%.300s", text);
+	const char *end = strchr(rec, '\n');
+	ck_assert(end && end[-1] == '}' && memmem(rec, (size_t)(end - rec), name, LONG));
+	free(name);
+	free(img);
+}
+END_TEST
+
 /* With a C++ signature, only parameters typed as pointers are pointers:
  * an 8-byte struct of flags that happens to look like an address is not. */
 START_TEST(types_from_the_demangled_name)
@@ -745,6 +784,7 @@ int main(void)
 	tcase_add_test(t, fallback_for_memory_never_seen);
 	tcase_add_test(t, silent_crossing_is_stopped_before_it_runs);
 	tcase_add_loop_test(t, one_report_per_launch, 0, 3);
+	tcase_add_test(t, long_kernel_name_logged_whole);
 	tcase_add_test(t, types_from_the_demangled_name);
 	tcase_add_test(t, context_handle_reused_on_another_device);
 	tcase_add_test(t, context_destroyed_while_its_device_is_asked);
