@@ -44,7 +44,11 @@
  * This file may be included after <cuda.h> or on its own; it uses the driver
  * API only and never calls a cu* symbol itself: every driver call goes through
  * the table given to cg_gmm_init(), because inside libctxguard.so each cu*
- * name is a hook. */
+ * name is a hook.
+ *
+ * Linking: libctxguard.so exports only the ctxguard_gmm_* entry points at
+ * the end (the cg_gmm_* functions and the problem struct are internal to
+ * it); a C program calls those, as Python does through ctypes. */
 #ifndef CG_GROUPED_MM_H
 #define CG_GROUPED_MM_H
 
