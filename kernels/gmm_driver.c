@@ -9,6 +9,7 @@
 
 static struct cg_gmm_driver table;
 static _Atomic(const struct cg_gmm_driver *) installed;
+static _Thread_local const struct cg_gmm_driver *this_thread;
 static pthread_mutex_t install_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Thread_local char last_error[256];
 
@@ -33,7 +34,12 @@ const char *cg_gmm_last_error(void)
 
 const struct cg_gmm_driver *cg_gmm_drv(void)
 {
-	return atomic_load_explicit(&installed, memory_order_acquire);
+	return this_thread ? this_thread : atomic_load_explicit(&installed, memory_order_acquire);
+}
+
+void cg_gmm_use(const struct cg_gmm_driver *drv)
+{
+	this_thread = drv;
 }
 
 CUresult cg_gmm_driver_resolve(struct cg_gmm_driver *drv, void *(*resolve)(void *arg, const char *symbol),

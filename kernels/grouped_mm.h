@@ -121,6 +121,11 @@ CUresult cg_gmm_driver_resolve(struct cg_gmm_driver *drv,
 			       void *arg);
 /* Install the driver table (copied); call before the first problem. */
 CUresult cg_gmm_init(const struct cg_gmm_driver *drv);
+/* This thread's calls go through drv (kept by the caller, every required
+ * member set) instead of the installed table, until cg_gmm_use(NULL):
+ * inside libctxguard.so ctxguard's own calls take the real driver while
+ * the program's, through the exported entry points, take the hooks. */
+void cg_gmm_use(const struct cg_gmm_driver *drv);
 
 /* Enqueue one grouped GEMM on stream s.  ctx: the context s belongs to, or
  * NULL to take s's context; a default stream (NULL, CU_STREAM_LEGACY,

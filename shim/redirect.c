@@ -99,20 +99,29 @@ struct plan {
 
 static pthread_once_t gmm_once = PTHREAD_ONCE_INIT;
 static CUresult gmm_ready = CUDA_ERROR_NOT_INITIALIZED;
+static struct cg_gmm_driver real_drv;
 
-/* The bundled API calls the real driver, never the hooks. */
+/* ctxguard's own calls of the bundled API go to the real driver, never the
+ * hooks, through a table of their own: the table cg_gmm_init installs is
+ * the program's (ctxguard_gmm_init_default resolves it with dlsym, which
+ * ctxguard answers with its wrappers), so that its launches are checked
+ * like any other. */
 static void gmm_init(void)
 {
-	struct cg_gmm_driver drv;
-	gmm_ready = cg_gmm_driver_resolve(&drv, cg_real_dlsym, cg_libcuda);
-	if (gmm_ready == CUDA_SUCCESS)
-		gmm_ready = cg_gmm_init(&drv);
+	gmm_ready = cg_gmm_driver_resolve(&real_drv, cg_real_dlsym, cg_libcuda);
 }
 
-CUresult cg_bundled_ready(void)
+CUresult cg_bundled_begin(void)
 {
 	pthread_once(&gmm_once, gmm_init);
+	if (gmm_ready == CUDA_SUCCESS)
+		cg_gmm_use(&real_drv);
 	return gmm_ready;
+}
+
+void cg_bundled_end(void)
+{
+	cg_gmm_use(NULL);
 }
 
 static _Atomic(CUcontext) primary[MAX_DEVICES];
@@ -228,9 +237,10 @@ static CUresult run(const struct plan *p, const struct cg_launch *l, const struc
 		    CUstream s, char *why, size_t n)
 {
 	if (!p->rehome) {
-		CUresult rc = cg_bundled_ready();
+		CUresult rc = cg_bundled_begin();
 		if (rc == CUDA_SUCCESS)
 			rc = bundled[p->gemm.layout].run(p->target, s, &p->gemm.p);
+		cg_bundled_end();
 		if (rc != CUDA_SUCCESS)
 			snprintf(why, n, "%s (error %d)",
 				 *cg_gmm_last_error() ? cg_gmm_last_error() : "the bundled kernels failed",

@@ -31,8 +31,11 @@ CUresult cg_redirect_refuse(const char *api);
 
 /* Device dev's primary context, retained once and kept (NULL: none). */
 CUcontext cg_device_ctx(int dev);
-/* The bundled kernels' API, initialized once: CUDA_SUCCESS when usable. */
-CUresult cg_bundled_ready(void);
+/* Around ctxguard's own calls of the bundled kernels' API: begin makes
+ * this thread's calls take the real driver (initialized once; CUDA_SUCCESS
+ * when usable), end gives the thread back the program's table. */
+CUresult cg_bundled_begin(void);
+void cg_bundled_end(void);
 
 /* Warming (shim/warm.c): what a redirect into a context needs there, made
  * ahead.  cg_warm: ctx, where the program just created a stream (the

@@ -12,23 +12,18 @@
 #include "../kernels/grouped_mm.h"
 #include "redirect.h"
 
-/* Set while this thread warms: the bundled API's driver table may hold the
- * hooks (a program that called ctxguard_gmm_init_default first resolved it
- * with dlsym, which ctxguard answers), so its module load comes back here
- * through the load hook, and would recurse without end. */
-static _Thread_local int warming;
-
+/* Everything here calls the real driver (cg_call, and the bundled API's
+ * own table), so that nothing it loads comes back through the load hook. */
 void cg_warm(CUcontext ctx)
 {
 	CUstream s;
 	CUcontext popped;
-	if (!ctx || warming || cg_call.cuCtxPushCurrent_v2(ctx) != CUDA_SUCCESS)
+	if (!ctx || cg_call.cuCtxPushCurrent_v2(ctx) != CUDA_SUCCESS)
 		return;
-	warming = 1;
 	cg_stream_owned(ctx, &s);
-	if (cg_bundled_ready() == CUDA_SUCCESS)
+	if (cg_bundled_begin() == CUDA_SUCCESS)
 		cg_gmm_prepare(ctx);
-	warming = 0;
+	cg_bundled_end();
 	cg_call.cuCtxPopCurrent_v2(&popped);
 }
 
@@ -37,7 +32,7 @@ void cg_warm(CUcontext ctx)
 void cg_warm_devices(void)
 {
 	int n;
-	if (warming || !cg_policy_redirects(cg_policy) || cg_call.cuDeviceGetCount(&n) != CUDA_SUCCESS)
+	if (!cg_policy_redirects(cg_policy) || cg_call.cuDeviceGetCount(&n) != CUDA_SUCCESS)
 		return;
 	for (int i = 0; i < n; i++) {
 		CUdevice d;

@@ -744,9 +744,8 @@ static CUcontext start_on_device_1(const char *mode)
 }
 
 /* The program initialized the bundled API itself first (the ctypes entry
- * point, as the Python benchmarks do): its driver table then holds the
- * hooks, and warming, whose module load comes back through the load hook,
- * must not recurse. */
+ * point, as the Python benchmarks do): its driver table holds the hooks,
+ * and warming loads the kernels once, through the real driver. */
 START_TEST(warming_with_the_programs_bundled_table)
 {
 	CUcontext c = start_on_device_1("redirect");
@@ -764,6 +763,46 @@ START_TEST(warming_with_the_programs_bundled_table)
 		ck_assert(find(n, 0, "cuFuncLoad", c, NULL, NULL) < n);
 		ck_assert_uint_eq(count(n, "cuModuleLoad"), 1);
 	}
+}
+END_TEST
+
+/* The other order: ctxguard readied the bundled kernels for a redirect (a
+ * stream creation warms) before the program's first call of their exported
+ * entry points.  The program's launches still pass the hooks, which a
+ * CUPTI backstop would otherwise see as unhooked (failing an audit); only
+ * ctxguard's own calls take the real driver. */
+START_TEST(programs_bundled_calls_pass_the_hooks_after_warming)
+{
+	char cupti[4096];
+	snprintf(cupti, sizeof cupti, "%s/fake/cupti/libcupti.so", build_dir());
+	setenv("CTXGUARD_BACKSTOP", "on", 1);
+	setenv("CTXGUARD_CUPTI", cupti, 1);
+	CUcontext c = start_on_device_1("redirect");
+	CUstream s;
+	ck_assert_int_eq(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+	int (*init)(void);
+	int (*run)(uint64_t, int, int, unsigned, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t,
+		   uint64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t);
+	*(void **)&init = dlsym(RTLD_DEFAULT, "ctxguard_gmm_init_default");
+	*(void **)&run = dlsym(RTLD_DEFAULT, "ctxguard_gmm_contiguous");
+	ck_assert(init && run);
+	if (!bundled_built())
+		return;
+	ck_assert_int_eq(init(), 0);
+	enum { M = 128, N = 128, K = 128 };
+	CUdeviceptr a, b, d, layout;
+	ck_assert_int_eq(cuMemAlloc(&a, M * K * 2), CUDA_SUCCESS);
+	ck_assert_int_eq(cuMemAlloc(&b, N * K * 2), CUDA_SUCCESS);
+	ck_assert_int_eq(cuMemAlloc(&d, M * N * 2), CUDA_SUCCESS);
+	ck_assert_int_eq(cuMemAlloc(&layout, M * 4), CUDA_SUCCESS);
+	fake_trace_start();
+	capture_start();
+	int rc = run((uint64_t)(uintptr_t)s, 0, 0, 0, a, b, d, layout, 0, 0, 0, 0, M, N, K, 1);
+	const char *err = capture_end();
+	ck_assert_msg(rc == 0, "%d: %s", rc, err);
+	size_t n = fake_trace(trace, 4096);
+	ck_assert(find(n, 0, "launch", c, s, NULL) < n);
+	ck_assert_msg(!strstr(err, "without passing ctxguard's hooks"), "%s", err);
 }
 END_TEST
 
@@ -816,6 +855,7 @@ int main(void)
 	tcase_add_test(l, module_load_warms_active_primary_contexts);
 	tcase_add_test(l, no_warming_without_redirect);
 	tcase_add_test(l, warming_with_the_programs_bundled_table);
+	tcase_add_test(l, programs_bundled_calls_pass_the_hooks_after_warming);
 	suite_add_tcase(s, l);
 	return run_suite(s);
 }
