@@ -19,17 +19,17 @@ static const struct abi {
 	const char *params;        /* the parameter list, as demangled */
 	int fp8;
 	int targs;                 /* template argument count */
-	int major_a, major_b, major_sfb, groups, type, accumulate, cd; /* indexes, -1: none */
+	int major_a, major_b, major_sfb, groups, block_m, type, accumulate, cd; /* indexes, -1: none */
 	int p_sfb, p_layout, p_m, p_a;   /* parameter indexes; a, b, d(, sfa) follow p_a */
 } abis[] = {
 	{"deep_gemm::sm90_bf16_gemm_impl<",
 	 "(int*, unsigned int, unsigned int, unsigned int, CUtensorMap_st, CUtensorMap_st, "
 	 "CUtensorMap_st)",
-	 0, BF16_TARGS, 0, 1, -1, 5, 18, 19, 20, -1, 0, 1, 4},
+	 0, BF16_TARGS, 0, 1, -1, 5, 6, 18, 19, 20, -1, 0, 1, 4},
 	{"deep_gemm::sm90_fp8_gemm_1d2d_impl<",
 	 "(float*, int*, unsigned int, unsigned int, unsigned int, CUtensorMap_st, "
 	 "CUtensorMap_st, CUtensorMap_st, CUtensorMap_st)",
-	 1, FP8_TARGS, -1, -1, 0, 4, 17, -1, 18, 0, 1, 2, 5},
+	 1, FP8_TARGS, -1, -1, 0, 4, 5, 17, -1, 18, 0, 1, 2, 5},
 };
 
 static const struct abi *abi_of(const char *name)
@@ -174,8 +174,8 @@ int cg_decode_gemm(const char *demangled, void *const *params, cg_tmap_lookup_fn
 		return refuse(why, n, "undecodable ABI: parameters %s, expected %s", rest,
 			      abi->params);
 	long v[MAX_TARGS];
-	int idx[] = {abi->major_a, abi->major_b, abi->major_sfb, abi->groups, abi->type,
-		     abi->accumulate};
+	int idx[] = {abi->major_a, abi->major_b, abi->major_sfb, abi->groups, abi->block_m,
+		     abi->type, abi->accumulate};
 	for (size_t i = 0; i < sizeof idx / sizeof idx[0]; i++)
 		if (idx[i] >= 0 && !targ_value(targ[idx[i]], tlen[idx[i]], &v[idx[i]]))
 			return refuse(why, n, "undecodable ABI: template argument %d is %.*s",
@@ -190,6 +190,12 @@ int cg_decode_gemm(const char *demangled, void *const *params, cg_tmap_lookup_fn
 	if (layout < 0)
 		return refuse(why, n, "GemmType::%s is not an m-grouped layout the bundled kernels "
 			      "compute", type >= 0 && type < 7 ? type_names[type] : "unknown");
+	/* DeepGEMM starts a psum group at the previous end rounded up to
+	 * BLOCK_M; the bundled psum form rounds up to 128 */
+	if (layout == CG_LAYOUT_PSUM && v[abi->block_m] != 128)
+		return refuse(why, n, "GemmType::%s with BLOCK_M %ld: its groups start at multiples "
+			      "of %ld rows, the bundled psum form's at multiples of 128",
+			      type_names[type], v[abi->block_m], v[abi->block_m]);
 	if (abi->accumulate >= 0 && v[abi->accumulate])
 		return refuse(why, n, "accumulation into D (with_accumulation)");
 	const char *cd = targ[abi->cd];

@@ -221,6 +221,10 @@ static const struct {
 	{NULL, NULL, a_padded, "tensor map a has a row stride of 4224 bytes, expected 4096"},
 	{NULL, NULL, b_uint8, "tensor map b is 2-D of data type 0, expected 2-D of 9"},
 	{NULL, NULL, null_layout, "grouped_layout is NULL"},
+	{"(cute::UMMA::Major)0, (cute::UMMA::Major)0, 0u, 0u, 0u, 8u, 256u, 128u, 64u, 128u, "
+	 "128u, 128u, 5u, 128u, 256u, 1u, true, 132u, (deep_gemm::GemmType)5, false, "
+	 "cutlass::bfloat16_t", NULL, nothing,
+	 "with BLOCK_M 256: its groups start at multiples of 256 rows"},
 };
 
 START_TEST(each_refusal)
