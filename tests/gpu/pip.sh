@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# The installed package for the GPU cases 60-64, sourced after lib.sh:
+# The installed package for the GPU cases 60-65, sourced after lib.sh:
 #   pip_env fresh|reuse  installs this tree with the machine's setuptools
 #                     (pip install --no-build-isolation: no network) into a
 #                     venv at $BUILD/pip/venv that sees the system's torch and
