@@ -125,7 +125,16 @@ $(BUILD)/tests/progs/%: tests/progs/%.c $(BUILD)/libpolicy.a $(FAKE_LIB) $(wildc
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests -o $@ $< $(TEST_LIBS) $(LDFLAGS_SAN)
 
-test: all $(FAKE_LIB) $(CHECK_BIN) $(PROG_BIN)
+# Libraries the test programs load themselves (dlopen, RTLD_LOCAL).
+HELPER_SRC := $(wildcard tests/libs/*.c)
+HELPER_LIB := $(HELPER_SRC:tests/libs/%.c=$(BUILD)/tests/libs/lib%.so)
+
+$(BUILD)/tests/libs/lib%.so: tests/libs/%.c tests/libs/%.map
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -fvisibility=default -shared -Wl,--version-script=tests/libs/$*.map \
+	    -o $@ $< -ldl $(LDFLAGS_SAN)
+
+test: all $(FAKE_LIB) $(CHECK_BIN) $(PROG_BIN) $(HELPER_LIB)
 	@BUILD=$(BUILD) SAN_RUNTIME='$(SAN_RUNTIME)' tests/run.sh $(CHECK_BIN)
 
 # Sanitizer runs: the runtime must come first in LD_PRELOAD.

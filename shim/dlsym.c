@@ -22,25 +22,49 @@ static CG_NO_SANITIZE void *hooked(void *p, const char *name)
 	return h;
 }
 
-/* RTLD_NEXT is resolved relative to the caller's return address, so those
- * lookups go to the real function as a tail call that keeps the caller's
- * address, and are not mapped: a library that stacks itself above libcuda
- * that way is itself an interposer. */
+/* RTLD_NEXT and RTLD_DEFAULT are resolved relative to the caller's return
+ * address (RTLD_DEFAULT searches the global scope and then the caller's own
+ * local scope: a library loaded RTLD_LOCAL finds its dependencies' symbols,
+ * and its own), so those lookups go to the real function as a tail call
+ * that keeps the caller's address.  Only a "cu" name can map to a wrapper:
+ * that one is looked up here first, and an RTLD_DEFAULT lookup that maps to
+ * nothing is made again as the caller's.  RTLD_NEXT lookups are never
+ * mapped: a library that stacks itself above libcuda that way is itself an
+ * interposer. */
 typedef void *(*dlsym_fn)(void *, const char *);
 typedef void *(*dlvsym_fn)(void *, const char *, const char *);
+
+static inline CG_NO_SANITIZE int maybe_hooked(void *handle, const char *name)
+{
+	return handle != RTLD_NEXT && name && name[0] == 'c' && name[1] == 'u';
+}
 
 CG_TAIL_CALLER CG_NO_SANITIZE
 CG_EXPORT void *dlsym(void *handle, const char *name)
 {
-	if (handle == RTLD_NEXT)
-		CG_TAIL_CALL return ((dlsym_fn)cg_real_libc(0))(handle, name);
-	return hooked(cg_real_dlsym(handle, name), name);
+	if (maybe_hooked(handle, name)) {
+		void *p = cg_real_dlsym(handle, name);
+		void *h = hooked(p, name);
+		if (h != p || handle != RTLD_DEFAULT)
+			return h;
+	}
+	dlsym_fn real = (dlsym_fn)cg_real_libc(0);
+	if (!real)
+		return NULL;
+	CG_TAIL_CALL return real(handle, name);
 }
 
 CG_TAIL_CALLER CG_NO_SANITIZE
 CG_EXPORT void *dlvsym(void *handle, const char *name, const char *version)
 {
-	if (handle == RTLD_NEXT)
-		CG_TAIL_CALL return ((dlvsym_fn)cg_real_libc(1))(handle, name, version);
-	return hooked(cg_real_dlvsym(handle, name, version), name);
+	if (maybe_hooked(handle, name)) {
+		void *p = cg_real_dlvsym(handle, name, version);
+		void *h = hooked(p, name);
+		if (h != p || handle != RTLD_DEFAULT)
+			return h;
+	}
+	dlvsym_fn real = (dlvsym_fn)cg_real_libc(1);
+	if (!real)
+		return NULL;
+	CG_TAIL_CALL return real(handle, name, version);
 }

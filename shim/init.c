@@ -110,6 +110,12 @@ int cg_init(void)
  * and its own log file (%p), keeping the policy and the real functions. */
 static void after_fork_child(void)
 {
+	/* A start-up that another thread of the parent had under way has no
+	 * thread here to finish it: the child starts anew at its next hooked
+	 * call instead of waiting for it for ever. */
+	int starting = 1;
+	if (!cg_in_hook && atomic_compare_exchange_strong(&cg_state, &starting, 0))
+		return;
 	if (atomic_load(&cg_state) != 2)
 		return;
 	cg_registry_reset();

@@ -202,6 +202,34 @@ START_TEST(loads_after_start_up)
 }
 END_TEST
 
+/* A library loaded RTLD_LOCAL finds its own symbols with dlsym and dlvsym
+ * on RTLD_DEFAULT: the loader searches the caller's local scope too, so
+ * the hooks must leave the caller as it was. */
+START_TEST(local_library_lookups_keep_the_caller)
+{
+	char lib[4096];
+	snprintf(lib, sizeof lib, "%s/tests/libs/libcgtest.so", build_dir());
+	const char *argv[] = {"tests/progs/localdl", lib, NULL};
+	spawn(&r, NULL, argv);
+	ck_assert_msg(exited(&r, 0) && strstr(r.out, "localdl: ok"), "%s%s", r.out, r.err);
+}
+END_TEST
+
+/* A child forked while another thread of its parent starts the shim does
+ * not wait for a start-up that no thread of its own will finish. */
+START_TEST(fork_during_start_up)
+{
+	char lib[4096], cupti[4200], fifo[128];
+	snprintf(lib, sizeof lib, "%s/tests/libs/libcgtest.so", build_dir());
+	snprintf(cupti, sizeof cupti, "CTXGUARD_CUPTI=%s", lib);
+	snprintf(fifo, sizeof fifo, "/tmp/ctxguard-forkstart-%d", (int)getpid());
+	const char *env[] = {"CTXGUARD_BACKSTOP=1", cupti, NULL};
+	const char *argv[] = {"tests/progs/forkstart", fifo, NULL};
+	spawn(&r, env, argv);
+	ck_assert_msg(exited(&r, 0) && strstr(r.out, "forkstart: ok"), "%s%s", r.out, r.err);
+}
+END_TEST
+
 START_TEST(off_is_silent)
 {
 	scenario("off", "dlsym", "data", "launch", "cross", "expert", NULL);
@@ -401,6 +429,8 @@ static Suite *suite(void)
 	tcase_add_test(t, lost_log_records_are_reported);
 	tcase_add_test(t, off_is_silent);
 	tcase_add_test(t, loads_after_start_up);
+	tcase_add_test(t, local_library_lookups_keep_the_caller);
+	tcase_add_test(t, fork_during_start_up);
 	tcase_add_test(t, scope_decides_for_other_kernels);
 	tcase_add_test(t, summary_line_at_exit);
 	tcase_add_test(t, bad_mode_falls_back_to_abort);
