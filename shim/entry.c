@@ -19,6 +19,11 @@
 				return CUDA_ERROR_NOT_INITIALIZED;           \
 			return CG_REAL(fam, v)(CG_UNPAREN(A_##fam));         \
 		}                                                            \
+		/* A variant this driver lacks (an older driver; a probe  \
+		 * with dlsym(RTLD_DEFAULT) finds our export all the      \
+		 * same): refused, as the driver would, not called. */    \
+		if (CG_UNLIKELY(!v->real))                                   \
+			return CUDA_ERROR_NOT_FOUND;                         \
 		cg_count_variant(CG_V_##sym);                                \
 		return cg_on_##fam(v, CG_UNPAREN(A_##fam));                  \
 	}

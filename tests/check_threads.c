@@ -2,6 +2,7 @@
  * once, and a fork.  Runs in the Check binary itself, under the shim. */
 #include <check.h>
 #include <cuda.h>
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -159,6 +160,22 @@ START_TEST(forked_child_starts_clean)
 }
 END_TEST
 
+/* An entry point the shim exports but the driver lacks (the fake has no
+ * cuStreamDestroy, only cuStreamDestroy_v2): a probe with
+ * dlsym(RTLD_DEFAULT) finds the shim's export, and calling it returns an
+ * error instead of calling through a null pointer. */
+START_TEST(variant_the_driver_lacks)
+{
+	ck_assert_int_eq(cuInit(0), CUDA_SUCCESS);
+	ck_assert_msg(!dlsym(dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD), "cuStreamDestroy"),
+		      "the fake driver has cuStreamDestroy after all");
+	CUresult (*destroy)(CUstream) = (CUresult(*)(CUstream))dlsym(RTLD_DEFAULT, "cuStreamDestroy");
+	if (!destroy)
+		return; /* not under the shim */
+	ck_assert_int_eq(destroy(NULL), CUDA_ERROR_NOT_FOUND);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("threads");
@@ -167,6 +184,7 @@ int main(void)
 	tcase_add_test(t, sixteen_threads_two_devices);
 	tcase_add_test(t, error_message_is_per_failure);
 	tcase_add_test(t, forked_child_starts_clean);
+	tcase_add_test(t, variant_the_driver_lacks);
 	suite_add_tcase(s, t);
 	return run_suite(s);
 }
