@@ -9,6 +9,8 @@
 #                                 needed where it runs), DeepGEMM-shaped expert
 #   build/bench/driver_queries    the cost of each driver query ctxguard
 #                                 may make on a launch
+#   build/bench/driver_waits      which driver calls wait for the device's
+#                                 running work (a redirect must not)
 #   bench-overhead                builds it, runs bench/run_overhead.py (a GPU
 #                                 machine; build/libctxguard.so must exist)
 #   bench-redirect                a redirected DeepGEMM call vs a plain
@@ -29,6 +31,11 @@ $(BUILD)/bench/launch_overhead: bench/launch_overhead.c
 $(BUILD)/bench/driver_queries: bench/driver_queries.c
 	@mkdir -p $(@D)
 	$(BENCH_CC) $(BENCH_CFLAGS) -I$(CUDA)/include -o $@ $< -L$(CUDA)/lib64/stubs -lcuda
+
+# Which driver calls wait for a context's running work (GPU machine).
+$(BUILD)/bench/driver_waits: bench/driver_waits.c
+	@mkdir -p $(@D)
+	$(BENCH_CC) $(BENCH_CFLAGS) -I$(CUDA)/include -o $@ $< -L$(CUDA)/lib64/stubs -lcuda -lpthread
 
 # $(LIB) is the top-level Makefile's build/libctxguard.so (empty when alone).
 .PHONY: bench-overhead

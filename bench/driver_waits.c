@@ -1,0 +1,193 @@
+/* driver_waits -- which driver calls wait for a context's running work.
+ * A redirect must never wait for the target device (README, Deadlock):
+ * each call ctxguard might make there is timed while a kernel of the
+ * context spins until the host releases it WAIT seconds later.  A call
+ * that takes about WAIT seconds waited for it; one that returns at once
+ * did not.  The kernels come as PTX (JIT-compiled at load), so nothing but
+ * the driver is needed.
+ *
+ * usage: driver_waits [WAIT]    (seconds, default 2) on a GPU machine.
+ * Prints one line per call; exits 0, or 1 on a CUDA error. */
+#include <cuda.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CU(call)                                                                     \
+	do {                                                                         \
+		CUresult e_ = (call);                                                \
+		if (e_ != CUDA_SUCCESS) {                                            \
+			fprintf(stderr, "driver_waits: %s: %d\n", #call, (int)e_); \
+			exit(1);                                                     \
+		}                                                                    \
+	} while (0)
+
+/* spin(flag, cycles): until *flag != 0 (host memory), or cycles pass. */
+static const char ptx[] =
+	".version 8.0\n.target sm_80\n.address_size 64\n"
+	".visible .entry spin(.param .u64 flag, .param .u64 cycles)\n{\n"
+	"  .reg .pred p;\n  .reg .b32 r;\n  .reg .b64 f, m, t0, t1, d;\n"
+	"  ld.param.u64 f, [flag];\n  ld.param.u64 m, [cycles];\n  mov.u64 t0, %clock64;\n"
+	"LOOP:\n  ld.volatile.u32 r, [f];\n  setp.ne.u32 p, r, 0;\n  @p bra DONE;\n"
+	"  mov.u64 t1, %clock64;\n  sub.s64 d, t1, t0;\n  setp.lt.s64 p, d, m;\n  @p bra LOOP;\n"
+	"DONE:\n  ret;\n}\n"
+	".visible .entry nop()\n{\n  ret;\n}\n";
+
+static volatile unsigned *release;
+static unsigned wait_s = 2;
+static CUdevice dev;
+static CUmodule mod;
+static CUfunction fn;
+static CUlibrary lib;
+static CUkernel kern;
+
+static void *releaser(void *unused)
+{
+	(void)unused;
+	sleep(wait_s);
+	*release = 1;
+	return NULL;
+}
+
+static CUresult load(void)
+{
+	CUmodule m;
+	return cuModuleLoadData(&m, ptx);
+}
+
+static CUmodule victim; /* loaded before the kernel spins, never launched */
+
+static CUresult load_victim(void)
+{
+	return cuModuleLoadData(&victim, ptx);
+}
+
+static CUresult unload(void)
+{
+	return cuModuleUnload(victim);
+}
+
+static CUresult get_function(void)
+{
+	CUfunction f;
+	return cuModuleGetFunction(&f, mod, "nop");
+}
+
+static CUresult func_attr(void)
+{
+	return cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 1024);
+}
+
+static CUresult kernel_attr(void)
+{
+	return cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 1024, kern, dev);
+}
+
+static CUresult library_load(void)
+{
+	CUlibrary l;
+	return cuLibraryLoadData(&l, ptx, NULL, NULL, 0, NULL, NULL, 0);
+}
+
+static CUresult library_kernel(void)
+{
+	CUkernel k;
+	return cuLibraryGetKernel(&k, lib, "nop");
+}
+
+static CUresult kernel_function(void)
+{
+	CUfunction f;
+	return cuKernelGetFunction(&f, kern);
+}
+
+static CUresult func_load(void)
+{
+	return cuFuncLoad(fn);
+}
+
+static CUresult stream_create(void)
+{
+	CUstream s;
+	return cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
+}
+
+static CUresult event_create(void)
+{
+	CUevent e;
+	return cuEventCreate(&e, CU_EVENT_DISABLE_TIMING);
+}
+
+static const struct {
+	const char *name;
+	CUresult (*call)(void);
+	CUresult (*before)(void); /* made before the kernel spins */
+} calls[] = {
+	{"cuModuleLoadData", load, NULL},
+	{"cuModuleUnload (never launched)", unload, load_victim},
+	{"cuModuleGetFunction", get_function, NULL},
+	{"cuFuncSetAttribute", func_attr, NULL},
+	{"cuKernelSetAttribute", kernel_attr, NULL},
+	{"cuLibraryLoadData", library_load, NULL},
+	{"cuLibraryGetKernel", library_kernel, NULL},
+	{"cuKernelGetFunction", kernel_function, NULL},
+	{"cuFuncLoad (loaded)", func_load, NULL},
+	{"cuStreamCreate", stream_create, NULL},
+	{"cuEventCreate", event_create, NULL},
+};
+
+static double now(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc > 1 && (wait_s = (unsigned)atoi(argv[1])) == 0) {
+		fprintf(stderr, "usage: driver_waits [WAIT seconds, >= 1]\n");
+		return 1;
+	}
+	CUcontext ctx;
+	CUmodule spin_mod;
+	CUfunction spin;
+	CUstream s;
+	CUdeviceptr flag;
+	CU(cuInit(0));
+	CU(cuDeviceGet(&dev, 0));
+	CU(cuDevicePrimaryCtxRetain(&ctx, dev));
+	CU(cuCtxSetCurrent(ctx));
+	CU(cuModuleLoadData(&spin_mod, ptx));
+	CU(cuModuleGetFunction(&spin, spin_mod, "spin"));
+	CU(cuModuleLoadData(&mod, ptx));
+	CU(cuModuleGetFunction(&fn, mod, "nop"));
+	CU(cuLibraryLoadData(&lib, ptx, NULL, NULL, 0, NULL, NULL, 0));
+	CU(cuLibraryGetKernel(&kern, lib, "nop"));
+	CU(cuMemHostAlloc((void **)&release, sizeof *release, CU_MEMHOSTALLOC_DEVICEMAP));
+	CU(cuMemHostGetDevicePointer(&flag, (void *)release, 0));
+	CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	long long cycles = 4000000000LL * (wait_s + 8); /* a bound, should the host never release */
+	void *args[] = {&flag, &cycles};
+	printf("driver_waits: each call while a kernel of its context spins for %u s\n", wait_s);
+	for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++) {
+		*release = 0;
+		if (calls[i].before)
+			CU(calls[i].before());
+		CU(cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, s, args, NULL));
+		usleep(100000); /* running, not just queued */
+		pthread_t t;
+		if (pthread_create(&t, NULL, releaser, NULL) != 0)
+			return 1;
+		double t0 = now();
+		CUresult rc = calls[i].call();
+		double took = now() - t0;
+		pthread_join(t, NULL);
+		CU(cuStreamSynchronize(s));
+		printf("%-32s %6.3f s  %s (rc %d)\n", calls[i].name, took,
+		       took > 0.5 * wait_s ? "waited" : "at once", (int)rc);
+	}
+	return 0;
+}
