@@ -102,7 +102,8 @@ void cg_context_reset(void)
 	atomic_fetch_add_explicit(&epoch, 1, memory_order_relaxed);
 }
 
-/* Its streams, events, zeros and twins went with it. */
+/* Its streams, events, zeros and twins went with it; the twins of its
+ * functions, made in other contexts, are unlisted. */
 static void destroyed(CUcontext ctx)
 {
 	cg_ctx_forget(ctx);

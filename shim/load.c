@@ -9,7 +9,7 @@ static void load(uintptr_t handle, CUcontext owner, const char *via, const char 
 	if (!handle)
 		return;
 	cg_mod_add(handle, owner, via, path, image, NULL);
-	cg_rehome_keep(handle, path, image);
+	cg_rehome_keep(handle, owner, path, image);
 	/* The kernels that may cross are loaded before they can. */
 	cg_warm_devices();
 }

@@ -89,13 +89,20 @@ CUresult cg_zeros(CUcontext ctx, size_t bytes, CUdeviceptr *out);
 /* Re-homing (shim/rehome.c). */
 /* At load: keeps a copy of an in-memory image, which it takes to load the
  * module again elsewhere, when the policy can redirect (a file is loaded
- * again from the registry's path). */
-void cg_rehome_keep(uintptr_t module, const char *path, const void *image);
+ * again from the registry's path), until the module's unload or its
+ * owner's end. */
+void cg_rehome_keep(uintptr_t module, CUcontext owner, const char *path, const void *image);
+/* Before the unload of a module or library: its twins are unlisted (never
+ * unloaded), its image copy and recorded attributes go. */
 void cg_rehome_drop(uintptr_t module);
+/* After a context's end: the same for the originals it owned, and the twins
+ * made in it are unlisted. */
 void cg_rehome_forget(CUcontext ctx);
 void cg_rehome_reset(void);
-/* fn's twin in ctx (current): loaded once, attributes replayed; NULL with
- * why filled when it cannot be made. */
-CUfunction cg_rehome_function(const struct cg_fn *fn, CUcontext ctx, char *why, size_t n);
+/* fn's twin in ctx (current): made once, attributes replayed (a CUkernel's:
+ * those set for device from_dev, set for ctx's device); NULL with why
+ * filled when it cannot be made. */
+CUfunction cg_rehome_function(const struct cg_fn *fn, CUcontext ctx, int from_dev, char *why,
+			      size_t n);
 
 #endif

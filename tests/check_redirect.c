@@ -3,10 +3,13 @@
  * device 1, ordered by events with the launch stream and every known stream
  * of device 1 (asserted on the fake's call trace); kind (a) with the
  * operands on the launch device runs on the launch stream; DeepGEMM's
- * helper is re-homed with its attributes; pools are reused; each reason a
- * redirect is impossible leads to redirect_fallback; 16 threads redirect
- * on two devices.  The bundled kernels exist only in a build with nvcc:
- * without them the GEMM cases assert the fallback that says so. */
+ * helper is re-homed with its attributes, and its twin and attributes are
+ * retired with the original (unload, context end, racing threads), its
+ * module never unloaded; a CUkernel takes its launch device's attributes
+ * along; pools are reused; each reason a redirect is impossible leads to
+ * redirect_fallback; 16 threads redirect on two devices.  The bundled
+ * kernels exist only in a build with nvcc: without them the GEMM cases
+ * assert the fallback that says so. */
 #include <check.h>
 #include <dlfcn.h>
 #include <pthread.h>
@@ -149,12 +152,19 @@ static CUresult launch_gemm(CUfunction f, CUcontext current, CUstream s, const C
 	return cuLaunchKernelEx(&cfg, f, params, NULL);
 }
 
-static CUresult launch_helper(CUcontext current, CUstream s, CUdeviceptr in, CUdeviceptr out)
+/* A helper function f launched with shared memory smem. */
+static CUresult launch_as_helper(CUfunction f, unsigned smem, CUcontext current, CUstream s,
+				 CUdeviceptr in, CUdeviceptr out)
 {
 	ck_assert_int_eq(cuCtxSetCurrent(current), CUDA_SUCCESS);
 	unsigned mn = 128;
 	void *params[] = {&in, &out, &mn};
-	return cuLaunchKernel(helper, 4, 1, 1, 128, 1, 1, HELPER_SMEM, s, params, NULL);
+	return cuLaunchKernel(f, 4, 1, 1, 128, 1, 1, smem, s, params, NULL);
+}
+
+static CUresult launch_helper(CUcontext current, CUstream s, CUdeviceptr in, CUdeviceptr out)
+{
+	return launch_as_helper(helper, HELPER_SMEM, current, s, in, out);
 }
 
 /* Whether this library was built with its kernels (nvcc): an empty
@@ -443,6 +453,264 @@ START_TEST(library_function_is_rehomed)
 	ck_assert_msg(run < n, "not launched on device 1");
 	ck_assert_str_eq(trace[run].kernel, HELPER);
 	ck_assert(find(n, 0, "launch", ctx[0], NULL, NULL) == n);
+}
+END_TEST
+
+/* The helper alone, as a module of the program's. */
+static const char helper_image[] = "//ctxguard-fake-image\n.kernel " HELPER " 8,8,4\n";
+
+static int live(CUmodule mod)
+{
+	unsigned n;
+	return cuModuleGetFunctionCount(&n, mod) == CUDA_SUCCESS;
+}
+
+/* Every module loaded in device 1's context in the n calls traced is still
+ * loaded: ctxguard unloads none (cuModuleUnload waits for the context's
+ * queued work). */
+static void none_unloaded(size_t n)
+{
+	for (size_t i = find(n, 0, "cuModuleLoad", ctx[1], NULL, NULL); i < n;
+	     i = find(n, i + 1, "cuModuleLoad", ctx[1], NULL, NULL))
+		ck_assert_msg(live((CUmodule)trace[i].object), "ctxguard unloaded a twin");
+}
+
+/* The function launched in device 1's context since the trace started. */
+static CUfunction launched_on_1(void)
+{
+	size_t n = fake_trace(trace, 4096);
+	size_t run = find(n, 0, "launch", ctx[1], NULL, NULL);
+	ck_assert_msg(run < n, "not re-homed into device 1");
+	return (CUfunction)trace[run].object;
+}
+
+/* The program's module in ctx c, its helper f with the shared memory
+ * attribute set. */
+static void load_helper(CUcontext c, CUmodule *orig, CUfunction *f)
+{
+	ck_assert_int_eq(cuCtxSetCurrent(c), CUDA_SUCCESS);
+	ck_assert_int_eq(cuModuleLoadData(orig, helper_image), CUDA_SUCCESS);
+	ck_assert_int_eq(cuModuleGetFunction(f, *orig, HELPER), CUDA_SUCCESS);
+	ck_assert_int_eq(cuFuncSetAttribute(*f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+					    HELPER_SMEM),
+			 CUDA_SUCCESS);
+}
+
+/* That helper launched in c with device 1's operands: its twin. */
+static CUfunction rehomed(CUcontext c, CUstream s, CUmodule *orig, CUfunction *f)
+{
+	load_helper(c, orig, f);
+	fake_trace_start();
+	ck_assert_int_eq(launch_as_helper(*f, HELPER_SMEM, c, s, a, d), CUDA_SUCCESS);
+	return launched_on_1();
+}
+
+/* After f's original went: its twin old stays loaded; f's handle, handed
+ * out again by a new load of the same image in c and launched across
+ * without attributes, gets a twin of its own, without the old attributes. */
+static void reused_handle_gets_a_new_twin(CUcontext c, CUstream s, CUfunction f, CUfunction old)
+{
+	CUmodule again;
+	CUfunction g;
+	int smem;
+	ck_assert_msg(cuFuncGetAttribute(&smem, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+					 old) == CUDA_SUCCESS,
+		      "ctxguard unloaded the old twin");
+	ck_assert_int_eq(cuCtxSetCurrent(c), CUDA_SUCCESS);
+	ck_assert_int_eq(cuModuleLoadData(&again, helper_image), CUDA_SUCCESS);
+	ck_assert_int_eq(cuModuleGetFunction(&g, again, HELPER), CUDA_SUCCESS);
+	ck_assert_ptr_eq(g, f); /* the fake hands the handle out again */
+	fake_trace_start();
+	ck_assert_int_eq(launch_as_helper(g, 0, c, s, a, d), CUDA_SUCCESS);
+	CUfunction twin = launched_on_1();
+	ck_assert_msg(twin != old, "the old twin ran for the handle handed out again");
+	ck_assert_int_eq(cuFuncGetAttribute(&smem, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+					    twin),
+			 CUDA_SUCCESS);
+	ck_assert_msg(smem != HELPER_SMEM, "the old function's attribute was replayed");
+}
+
+/* The original's unload: its twin is no longer used, but stays loaded, and
+ * its attributes go. */
+START_TEST(unload_retires_the_twin_and_the_attributes)
+{
+	CUmodule orig;
+	CUfunction f;
+	CUfunction twin = rehomed(ctx[0], stream[0], &orig, &f);
+	ck_assert_int_eq(cuModuleUnload(orig), CUDA_SUCCESS);
+	reused_handle_gets_a_new_twin(ctx[0], stream[0], f, twin);
+}
+END_TEST
+
+/* The same at the end of the original's context (the twin is in another). */
+START_TEST(context_end_retires_the_twin_and_the_attributes)
+{
+	CUdevice dv;
+	CUcontext own, again;
+	CUmodule orig;
+	CUfunction f;
+	ck_assert_int_eq(cuDeviceGet(&dv, 0), CUDA_SUCCESS);
+	ck_assert_int_eq(cuCtxCreate(&own, NULL, 0, dv), CUDA_SUCCESS);
+	CUfunction twin = rehomed(own, NULL, &orig, &f);
+	ck_assert_int_eq(cuCtxDestroy(own), CUDA_SUCCESS);
+	ck_assert_int_eq(cuCtxCreate(&again, NULL, 0, dv), CUDA_SUCCESS);
+	reused_handle_gets_a_new_twin(again, NULL, f, twin);
+}
+END_TEST
+
+/* Another thread acting in the window after the fake's next call of api:
+ * run(arg), its result kept for the test. */
+struct other {
+	CUresult (*run)(void *);
+	void *arg;
+	CUresult rc;
+};
+
+static void *other_thread(void *arg)
+{
+	struct other *o = arg;
+	o->rc = o->run(o->arg);
+	return NULL;
+}
+
+static void in_another_thread(void *arg)
+{
+	pthread_t th;
+	ck_assert_int_eq(pthread_create(&th, NULL, other_thread, arg), 0);
+	pthread_join(th, NULL);
+}
+
+static CUresult launch_across(void *f)
+{
+	return launch_as_helper(f, HELPER_SMEM, ctx[0], stream[0], a, d);
+}
+
+static CUresult unload(void *mod)
+{
+	return cuModuleUnload(mod);
+}
+
+/* Two threads re-home the same function into the same context at once:
+ * both launch the one twin listed; the other copy stays loaded. */
+START_TEST(racing_threads_share_one_twin)
+{
+	CUmodule orig;
+	CUfunction f;
+	load_helper(ctx[0], &orig, &f);
+	struct other o = {launch_across, f, CUDA_ERROR_UNKNOWN};
+	fake_after_next("cuModuleLoadData", in_another_thread, &o);
+	fake_trace_start();
+	ck_assert_int_eq(launch_across(f), CUDA_SUCCESS);
+	ck_assert_int_eq(o.rc, CUDA_SUCCESS);
+	size_t n = fake_trace(trace, 4096);
+	size_t l1 = find(n, 0, "cuModuleLoad", ctx[1], NULL, NULL);
+	ck_assert_msg(find(n, l1 + 1, "cuModuleLoad", ctx[1], NULL, NULL) < n,
+		      "the threads did not race");
+	size_t r1 = find(n, 0, "launch", ctx[1], NULL, NULL);
+	size_t r2 = find(n, r1 + 1, "launch", ctx[1], NULL, NULL);
+	ck_assert(r2 < n);
+	ck_assert_msg(trace[r1].object == trace[r2].object, "the threads launched two twins");
+	none_unloaded(n);
+	ck_assert_int_eq(cuModuleUnload(orig), CUDA_SUCCESS);
+	none_unloaded(n);
+}
+END_TEST
+
+/* The original is unloaded by another thread while a redirect makes its
+ * twin: after the twin's load (api cuModuleLoadData: before it is listed)
+ * or while its attributes are replayed (cuFuncSetAttribute).  The launch
+ * runs the twin, which stays loaded but is not used for the handle handed
+ * out again. */
+START_TEST(unload_during_a_redirect_retires_the_twin)
+{
+	static const char *const during[] = {"cuModuleLoadData", "cuFuncSetAttribute"};
+	CUmodule orig;
+	CUfunction f;
+	load_helper(ctx[0], &orig, &f);
+	struct other o = {unload, orig, CUDA_ERROR_UNKNOWN};
+	fake_after_next(during[_i], in_another_thread, &o);
+	fake_trace_start();
+	ck_assert_int_eq(launch_across(f), CUDA_SUCCESS);
+	ck_assert_int_eq(o.rc, CUDA_SUCCESS);
+	CUfunction twin = launched_on_1();
+	reused_handle_gets_a_new_twin(ctx[0], stream[0], f, twin);
+}
+END_TEST
+
+/* A function that the image loaded again lacks (its file rewritten since):
+ * the redirect is impossible, and the module loaded for it is loaded once,
+ * not at each launch, and kept. */
+START_TEST(function_missing_from_its_image_is_tried_once)
+{
+	char path[] = "/tmp/ctxguard-rehome-XXXXXX";
+	int fd = mkstemp(path);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, helper_image, sizeof helper_image - 1),
+			 (ssize_t)(sizeof helper_image - 1));
+	close(fd);
+	CUmodule mod;
+	CUfunction f;
+	ck_assert_int_eq(cuCtxSetCurrent(ctx[0]), CUDA_SUCCESS);
+	ck_assert_int_eq(cuModuleLoad(&mod, path), CUDA_SUCCESS);
+	ck_assert_int_eq(cuModuleGetFunction(&f, mod, HELPER), CUDA_SUCCESS);
+	FILE *w = fopen(path, "w");
+	ck_assert_ptr_nonnull(w);
+	fputs(producer_image, w);
+	fclose(w);
+	fake_trace_start();
+	for (int i = 0; i < 2; i++) {
+		capture_start();
+		CUresult rc = launch_as_helper(f, 0, ctx[0], stream[0], a, d);
+		const char *err = capture_end();
+		ck_assert_int_ne(rc, CUDA_SUCCESS);
+		ck_assert_msg(strstr(err, "not in the re-loaded image"), "%s", err);
+	}
+	unlink(path);
+	size_t n = fake_trace(trace, 4096);
+	size_t l = find(n, 0, "cuModuleLoad", ctx[1], NULL, NULL);
+	ck_assert_msg(l < n, "not loaded again");
+	ck_assert_msg(find(n, l + 1, "cuModuleLoad", ctx[1], NULL, NULL) == n,
+		      "loaded again at the second launch");
+	none_unloaded(n);
+}
+END_TEST
+
+/* A CUkernel (launched as a function, it runs in any context) whose shared
+ * memory the program raised for device 0, where it launches it with
+ * device 1's operands, and lowered for device 1: the redirect runs its
+ * function in device 1's context with device 0's value (the fake, like the
+ * driver, keeps one per device). */
+START_TEST(kernel_attributes_follow_it_to_the_target_device)
+{
+	CUlibrary lib;
+	CUkernel k;
+	CUdevice d0, d1;
+	int smem;
+	ck_assert_int_eq(cuDeviceGet(&d0, 0), CUDA_SUCCESS);
+	ck_assert_int_eq(cuDeviceGet(&d1, 1), CUDA_SUCCESS);
+	ck_assert_int_eq(cuCtxSetCurrent(ctx[0]), CUDA_SUCCESS);
+	ck_assert_int_eq(cuLibraryLoadData(&lib, helper_image, NULL, NULL, 0, NULL, NULL, 0),
+			 CUDA_SUCCESS);
+	ck_assert_int_eq(cuLibraryGetKernel(&k, lib, HELPER), CUDA_SUCCESS);
+	ck_assert_int_eq(cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+					      HELPER_SMEM, k, d0),
+			 CUDA_SUCCESS);
+	ck_assert_int_eq(cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+					      HELPER_SMEM / 2, k, d1),
+			 CUDA_SUCCESS);
+	fake_trace_start();
+	capture_start();
+	CUresult rc = launch_as_helper((CUfunction)k, HELPER_SMEM, ctx[0], stream[0], a, d);
+	const char *err = capture_end();
+	ck_assert_msg(rc == CUDA_SUCCESS, "%d: %s", rc, err);
+	size_t n = fake_trace(trace, 4096);
+	ck_assert_msg(find(n, 0, "launch", ctx[1], NULL, NULL) < n, "not launched on device 1");
+	/* through its function there: the program's own value for device 1
+	 * stays (cuKernelSetAttribute would wait for the device's work) */
+	ck_assert_int_eq(cuKernelGetAttribute(&smem,
+					      CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, k, d1),
+			 CUDA_SUCCESS);
+	ck_assert_int_eq(smem, HELPER_SMEM / 2);
 }
 END_TEST
 
@@ -847,6 +1115,12 @@ int main(void)
 	tcase_add_test(e, psum_gemm_runs_bundled_psum);
 	tcase_add_test(e, threads_redirect_on_two_devices);
 	tcase_add_test(e, stream_creation_warms_its_context);
+	tcase_add_test(e, unload_retires_the_twin_and_the_attributes);
+	tcase_add_test(e, context_end_retires_the_twin_and_the_attributes);
+	tcase_add_test(e, racing_threads_share_one_twin);
+	tcase_add_loop_test(e, unload_during_a_redirect_retires_the_twin, 0, 2);
+	tcase_add_test(e, function_missing_from_its_image_is_tried_once);
+	tcase_add_test(e, kernel_attributes_follow_it_to_the_target_device);
 	tcase_add_loop_test(e, each_impossible_redirect_falls_back_to_error, 0,
 			    sizeof impossible / sizeof impossible[0]);
 	suite_add_tcase(s, e);

@@ -244,7 +244,7 @@ struct CUkern_st {
 	struct fake_hdr h;
 	CUlibrary lib;
 	unsigned index;
-	int attr[FAKE_NATTR];
+	int attr[FAKE_MAX_DEVICES][FAKE_NATTR]; /* cuKernelSetAttribute's, per device */
 };
 
 extern struct fake_pool fake_func_pool;

@@ -31,6 +31,8 @@
  *  - Boolean pointer attributes (IS_MANAGED, MAPPED, ...) are written as unsigned int.
  *  - cuFunc* queries reject a CUkernel cast to CUfunction with CUDA_ERROR_INVALID_HANDLE
  *    (an assumption: only launches are documented to accept one).
+ *  - cuKernelSetAttribute sets a kernel's attribute for one device: a CUkernel launched in a
+ *    context of another device keeps that device's own values (the default until set).
  *  - A launch leaves work pending on its stream until the stream (or its context) is
  *    synchronized: cuStreamQuery says CUDA_ERROR_NOT_READY meanwhile.  Events are recorded
  *    on a stream of their own context and waited on by a stream of any context.

@@ -110,10 +110,12 @@ static CUresult knode_make(struct knode *k, const struct knode_req *r)
 		n.func = (CUfunction)n.kern;
 		n.ctx = r->ctx ? r->ctx : fake_ctx_current();
 		kd = fake_kern_desc(n.kern);
-		attr = n.kern->attr;
+		attr = NULL; /* the context's device's, once the context is known usable */
 	}
 	if (!fake_ctx_usable(n.ctx))
 		return CUDA_ERROR_INVALID_CONTEXT;
+	if (!attr)
+		attr = n.kern->attr[n.ctx->dev];
 	CUresult rc = fake_launch_check_dims(&n.dims, attr);
 	if (rc != CUDA_SUCCESS)
 		return rc;

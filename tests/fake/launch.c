@@ -27,7 +27,7 @@ CUresult fake_launch_resolve(CUfunction f, CUcontext ctx, const struct fake_kdes
 		*kd = fake_kern_desc(k);
 		*attr = fake_library_module(k->lib, ctx, false, &mod) == CUDA_SUCCESS
 				? mod->fn[k->index]->attr
-				: k->attr;
+				: k->attr[ctx->dev];
 		return CUDA_SUCCESS;
 	}
 	fake_counters.invalid_handle++;

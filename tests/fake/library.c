@@ -56,7 +56,8 @@ static CUresult library_load(CUlibrary *library, const char *path, const void *c
 		}
 		k->lib = lib;
 		k->index = i;
-		memcpy(k->attr, fake_default_func_attr, sizeof(k->attr));
+		for (int d = 0; d < FAKE_MAX_DEVICES; d++)
+			memcpy(k->attr[d], fake_default_func_attr, sizeof(k->attr[d]));
 		lib->kern[i] = k;
 	}
 	if (!lib->kern) {
@@ -258,7 +259,7 @@ CUresult CUDAAPI cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUke
 		rc = fake_func_attr_check(attrib, val);
 	if (rc != CUDA_SUCCESS)
 		return fake_leave(rc);
-	kernel->attr[attrib] = val;
+	kernel->attr[dev][attrib] = val;
 	CUlibrary lib = kernel->lib;
 	for (size_t i = 0; i < lib->nmods; i++)
 		if (lib->mods[i]->ctx->dev == dev)
@@ -276,6 +277,6 @@ CUresult CUDAAPI cuKernelGetAttribute(int *pi, CUfunction_attribute attrib, CUke
 	if (rc == CUDA_SUCCESS && (attrib < 0 || attrib >= FAKE_NATTR))
 		rc = CUDA_ERROR_INVALID_VALUE;
 	if (rc == CUDA_SUCCESS)
-		*pi = kernel->attr[attrib];
+		*pi = kernel->attr[dev][attrib];
 	return fake_leave(rc);
 }

@@ -85,7 +85,8 @@ CUresult fake_module_create(CUcontext ctx, CUlibrary lib, struct fake_image *own
 		f->mod = mod;
 		f->index = i;
 		f->block[0] = f->block[1] = f->block[2] = 1;
-		memcpy(f->attr, lib ? lib->kern[i]->attr : fake_default_func_attr, sizeof(f->attr));
+		memcpy(f->attr, lib ? lib->kern[i]->attr[ctx->dev] : fake_default_func_attr,
+		       sizeof(f->attr));
 		mod->fn[i] = f;
 	}
 	if (!mod->fn) {
