@@ -6,6 +6,7 @@
  * no driver call runs under it. */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "gmm_internal.h"
@@ -32,6 +33,8 @@ struct cg_gmm_entry {
 	unsigned long long ctx_id;
 	CUmodule module;
 	struct cg_gmm_module m;
+	CUresult rc;      /* load_functions' failure, kept: said again, never retried */
+	char why[200];
 	struct cg_gmm_entry *next;
 };
 
@@ -96,7 +99,7 @@ CUresult cg_gmm_module_get(const struct cg_gmm_driver *drv, CUcontext ctx, const
 	struct cg_gmm_entry *e = find(id);
 	if (e) {
 		*out = &e->m;
-		return CUDA_SUCCESS;
+		return e->rc == CUDA_SUCCESS ? CUDA_SUCCESS : cg_gmm_fail(e->rc, "%s", e->why);
 	}
 
 	struct cg_gmm_entry *mine = calloc(1, sizeof *mine);
@@ -108,12 +111,12 @@ CUresult cg_gmm_module_get(const struct cg_gmm_driver *drv, CUcontext ctx, const
 		free(mine);
 		return cg_gmm_fail(r, "grouped_mm: cuModuleLoadData of the bundled fatbin failed");
 	}
-	r = load_functions(drv, mine);
-	if (r != CUDA_SUCCESS) {
-		drv->cuModuleUnload(mine->module);
-		free(mine);
-		return r;
-	}
+	/* A module that failed, or lost the race below, stays loaded: an unload
+	 * waits for all the work running in the context (bench/driver_waits.c),
+	 * which a redirect's warming must never do.  A failure is kept, so that
+	 * it costs one module, not one per call. */
+	if ((mine->rc = load_functions(drv, mine)) != CUDA_SUCCESS)
+		snprintf(mine->why, sizeof mine->why, "%s", cg_gmm_last_error());
 
 	/* another thread may have loaded the same context meanwhile: keep one */
 	pthread_mutex_lock(&push_lock);
@@ -125,12 +128,9 @@ CUresult cg_gmm_module_get(const struct cg_gmm_driver *drv, CUcontext ctx, const
 		mine = NULL;
 	}
 	pthread_mutex_unlock(&push_lock);
-	if (mine) {
-		drv->cuModuleUnload(mine->module);
-		free(mine);
-	}
+	free(mine);
 	*out = &e->m;
-	return CUDA_SUCCESS;
+	return e->rc == CUDA_SUCCESS ? CUDA_SUCCESS : cg_gmm_fail(e->rc, "%s", e->why);
 }
 
 #endif

@@ -222,6 +222,45 @@ START_TEST(kernel_by_shape)
 }
 END_TEST
 
+/* The bundled functions fail to load in a context (here their shared
+ * memory is refused): the failure is kept and said again, and the module
+ * loaded for them stays loaded -- one load, never an unload, which would
+ * wait for all the work running in the context (bench/driver_waits.c). */
+START_TEST(failed_load_is_kept_not_unloaded)
+{
+	device0_current();
+	CUdeviceptr a, b, d, index;
+	ck_assert_int_eq(cuMemAlloc(&a, 1 << 20), CUDA_SUCCESS);
+	ck_assert_int_eq(cuMemAlloc(&b, 1 << 20), CUDA_SUCCESS);
+	ck_assert_int_eq(cuMemAlloc(&d, 1 << 20), CUDA_SUCCESS);
+	ck_assert_int_eq(cuMemAlloc(&index, 1 << 12), CUDA_SUCCESS);
+	fake_trace_start();
+	fake_fail_next("cuFuncSetAttribute", CUDA_ERROR_INVALID_VALUE);
+	int rc[2];
+	char first[256] = "";
+	for (int i = 0; i < 2; i++) {
+		rc[i] = offs(0, CG_GMM_BF16, CG_GMM_B_NK, 0, a, b, d, index, 0, 0, 0, 0, 256, 256, 256, 2);
+		if (rc[i] == CUDA_ERROR_NOT_SUPPORTED && strstr(last_error(), "without nvcc"))
+			return; /* no kernels in this build */
+		if (!i)
+			snprintf(first, sizeof first, "%s", last_error());
+	}
+	ck_assert_int_eq(rc[0], CUDA_ERROR_INVALID_VALUE);
+	ck_assert_int_eq(rc[1], CUDA_ERROR_INVALID_VALUE);
+	ck_assert_str_eq(last_error(), first);
+	static struct fake_call trace[256];
+	size_t n = fake_trace(trace, 256), loads = 0;
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(trace[i].api, "cuModuleLoad")) {
+			loads++;
+			unsigned nfn;
+			ck_assert_msg(cuModuleGetFunctionCount(&nfn, (CUmodule)trace[i].object) == CUDA_SUCCESS,
+				      "the module was unloaded");
+		}
+	ck_assert_uint_eq(loads, 1);
+}
+END_TEST
+
 /* Which fp8 problems load sfa by TMA (CG_GMM_ARG_SFA_TMA, with a fourth
  * tensor map on sfa), and in which boxes: DeepGEMM's MN-major layout with a
  * 16-byte aligned base and strides, in every form whose tiles start on a
@@ -371,6 +410,7 @@ int main(void)
 	tcase_add_loop_test(k, kernel_by_shape, 0, sizeof choices / sizeof choices[0]);
 	tcase_add_loop_test(k, sfa_by_tma, 0, sizeof sfa_choices / sizeof sfa_choices[0]);
 	tcase_add_test(k, default_stream_without_context);
+	tcase_add_test(k, failed_load_is_kept_not_unloaded);
 	suite_add_tcase(s, k);
 	TCase *m = tcase_create("kernel table");
 	tcase_add_test(m, shared_memory_fits);
