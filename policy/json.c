@@ -34,28 +34,11 @@ static size_t utf8_seq(const unsigned char *s)
 	return n;
 }
 
-/* One escaped unit (a character, an escape, a UTF-8 sequence).  whole:
- * it goes in whole or not at all, so that cg_json_escape's short buffer,
- * which callers quote inside a record, never ends in half an escape
- * ("\u00", a lone backslash that would swallow the closing quote) or half
- * a UTF-8 sequence; once a unit is left out, o->len has passed o->n and
- * nothing after it is written either.  Else byte by byte, as snprintf
- * cuts (cg_format_json's contract). */
-static void put_unit(struct cg_out *o, const char *u, size_t k, int whole)
-{
-	if (!whole) {
-		for (size_t i = 0; i < k; i++)
-			cg_out_putc(o, u[i]);
-		return;
-	}
-	if (o->len + k < o->n) {
-		for (size_t i = 0; i < k; i++)
-			o->buf[o->len + i] = u[i];
-		o->buf[o->len + k] = '\0';
-	}
-	o->len += k;
-}
-
+/* whole: each escape and UTF-8 sequence goes in whole or not at all, so
+ * that cg_json_escape's short buffer, which callers quote inside a record,
+ * never ends in half of one ("\u00", a lone backslash that would swallow
+ * the closing quote); else byte by byte, as snprintf cuts (cg_format_json's
+ * contract). */
 static void escape(struct cg_out *o, const char *str, int whole)
 {
 	static const char shorts[] = {
@@ -68,21 +51,21 @@ static void escape(struct cg_out *o, const char *str, int whole)
 	while (*s) {
 		size_t k = utf8_seq(s);
 		if (k == 0) {
-			put_unit(o, "\\ufffd", 6, whole);  /* replacement character */
+			cg_out_write(o, "\\ufffd", 6, whole); /* replacement character */
 			s++;
 		} else if (k > 1) {
-			put_unit(o, (const char *)s, k, whole);
+			cg_out_write(o, (const char *)s, k, whole);
 			s += k;
 		} else if (*s < sizeof shorts && shorts[*s]) {
 			const char u[2] = {'\\', shorts[*s]};
-			put_unit(o, u, 2, whole);
+			cg_out_write(o, u, 2, whole);
 			s++;
 		} else if (*s < 0x20 || *s == 0x7f) {
 			const char u[6] = {'\\', 'u', '0', '0', hex[*s >> 4], hex[*s & 15]};
-			put_unit(o, u, 6, whole);
+			cg_out_write(o, u, 6, whole);
 			s++;
 		} else {
-			put_unit(o, (const char *)s, 1, whole);
+			cg_out_write(o, (const char *)s, 1, whole);
 			s++;
 		}
 	}

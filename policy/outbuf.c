@@ -23,17 +23,20 @@ void cg_out_putc(struct cg_out *o, char c)
 	o->len++;
 }
 
-void cg_out_puts(struct cg_out *o, const char *s)
+void cg_out_write(struct cg_out *o, const char *s, size_t len, int whole)
 {
-	size_t len = strlen(s);
-
 	if (o->len + 1 < o->n) {
 		size_t room = o->n - 1 - o->len;
-		size_t k = len < room ? len : room;
+		size_t k = len <= room ? len : whole ? 0 : room;
 		memcpy(o->buf + o->len, s, k);
 		o->buf[o->len + k] = '\0';
 	}
 	o->len += len;
+}
+
+void cg_out_puts(struct cg_out *o, const char *s)
+{
+	cg_out_write(o, s, strlen(s), 0);
 }
 
 void cg_out_printf(struct cg_out *o, const char *fmt, ...)

@@ -15,6 +15,10 @@ struct cg_out {
 void cg_out_init(struct cg_out *o, char *buf, size_t n);
 void cg_out_putc(struct cg_out *o, char c);
 void cg_out_puts(struct cg_out *o, const char *s);
+/* k bytes of s; whole: all of them or none, so that a short buffer never
+ * ends inside a unit (an escape, a UTF-8 sequence) -- once one is left
+ * out, len has passed n and nothing after it is written either. */
+void cg_out_write(struct cg_out *o, const char *s, size_t k, int whole);
 __attribute__((format(printf, 2, 3)))
 void cg_out_printf(struct cg_out *o, const char *fmt, ...);
 

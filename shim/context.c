@@ -102,22 +102,17 @@ void cg_context_reset(void)
 	atomic_fetch_add_explicit(&epoch, 1, memory_order_relaxed);
 }
 
-/* Its streams, events, zeros and twins went with it; the twins of its
- * functions, made in other contexts, are unlisted. */
-static void destroyed(CUcontext ctx)
-{
-	cg_ctx_forget(ctx);
-	cg_ctx_state_forget(ctx);
-	cg_rehome_forget(ctx);
-}
-
-/* Its modules and functions go with it: their handles may come back from
- * a load ctxguard does not see.  Unpublished once the destroy succeeded (a
- * refused one, of a primary context, leaves them live). */
+/* Its modules and functions go with it (their handles may come back from
+ * a load ctxguard does not see), and so do its streams, events, zeros and
+ * twins; the twins of its functions, made in other contexts, are unlisted.
+ * Called once the end succeeded: a refused destroy, of a primary context,
+ * leaves everything live. */
 static void ctx_gone(CUcontext ctx)
 {
 	cg_registry_forget_ctx(ctx);
-	destroyed(ctx);
+	cg_ctx_forget(ctx);
+	cg_ctx_state_forget(ctx);
+	cg_rehome_forget(ctx);
 }
 
 CG_AFTER(cuCtxDestroy, ctx_gone(ctx))

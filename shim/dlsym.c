@@ -39,15 +39,21 @@ static inline CG_NO_SANITIZE int maybe_hooked(void *handle, const char *name)
 	return handle != RTLD_NEXT && name && name[0] == 'c' && name[1] == 'u';
 }
 
+/* p, what the real lookup of name on handle found, answers it as its
+ * wrapper (*out); or as itself, except on RTLD_DEFAULT, where the caller's
+ * own lookup may find what ctxguard's cannot. */
+static inline CG_NO_SANITIZE int answered(void *handle, const char *name, void *p, void **out)
+{
+	*out = hooked(p, name);
+	return *out != p || handle != RTLD_DEFAULT;
+}
+
 CG_TAIL_CALLER CG_NO_SANITIZE
 CG_EXPORT void *dlsym(void *handle, const char *name)
 {
-	if (maybe_hooked(handle, name)) {
-		void *p = cg_real_dlsym(handle, name);
-		void *h = hooked(p, name);
-		if (h != p || handle != RTLD_DEFAULT)
-			return h;
-	}
+	void *h;
+	if (maybe_hooked(handle, name) && answered(handle, name, cg_real_dlsym(handle, name), &h))
+		return h;
 	dlsym_fn real = (dlsym_fn)cg_real_libc(0);
 	if (!real)
 		return NULL;
@@ -57,12 +63,10 @@ CG_EXPORT void *dlsym(void *handle, const char *name)
 CG_TAIL_CALLER CG_NO_SANITIZE
 CG_EXPORT void *dlvsym(void *handle, const char *name, const char *version)
 {
-	if (maybe_hooked(handle, name)) {
-		void *p = cg_real_dlvsym(handle, name, version);
-		void *h = hooked(p, name);
-		if (h != p || handle != RTLD_DEFAULT)
-			return h;
-	}
+	void *h;
+	if (maybe_hooked(handle, name) &&
+	    answered(handle, name, cg_real_dlvsym(handle, name, version), &h))
+		return h;
 	dlvsym_fn real = (dlvsym_fn)cg_real_libc(1);
 	if (!real)
 		return NULL;

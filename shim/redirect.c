@@ -291,6 +291,16 @@ static int gone(size_t i, CUresult rc)
 	return i >= 2 && (rc == CUDA_ERROR_INVALID_HANDLE || rc == CUDA_ERROR_INVALID_CONTEXT);
 }
 
+/* ctx made current, else the redirect falls back saying why */
+#define PUSH(ctx, ...)                                                   \
+	do {                                                             \
+		if (cg_call.cuCtxPushCurrent_v2(ctx) != CUDA_SUCCESS) {  \
+			snprintf(why, n, __VA_ARGS__);                   \
+			rc = CUDA_ERROR_INVALID_CONTEXT;                 \
+			goto give;                                       \
+		}                                                        \
+	} while (0)
+
 #define FAIL(call, what)                                                                     \
 	do {                                                                                 \
 		CUresult rc_ = (call);                                                       \
@@ -314,10 +324,7 @@ static CUresult ordered(const struct plan *p, const struct cg_launch *l, const s
 		return CUDA_ERROR_NOT_SUPPORTED;
 	}
 	nk += 2;
-	if (cg_call.cuCtxPushCurrent_v2(p->target) != CUDA_SUCCESS) {
-		snprintf(why, n, "cannot make device %d's context current", p->to_dev);
-		return CUDA_ERROR_INVALID_CONTEXT;
-	}
+	PUSH(p->target, "cannot make device %d's context current", p->to_dev);
 	/* Waiting on a capturing stream, or recording on the legacy stream
 	 * during another thread's global-mode capture, would break it. */
 	for (size_t i = 0; i < nk; i++)
@@ -334,22 +341,14 @@ static CUresult ordered(const struct plan *p, const struct cg_launch *l, const s
 
 	/* S's event comes from S's context (the launch context, current for
 	 * the default streams). */
-	if (cg_call.cuCtxPushCurrent_v2(launch_ctx) != CUDA_SUCCESS) {
-		snprintf(why, n, "cannot make the launch context current");
-		rc = CUDA_ERROR_INVALID_CONTEXT;
-		goto give;
-	}
+	PUSH(launch_ctx, "cannot make the launch context current");
 	FAIL(cg_event_take(launch_ctx, &before), "cuEventCreate");
 	FAIL(cg_call.cuEventRecord(before, s), "cuEventRecord on the launch stream");
 	cg_call.cuCtxPopCurrent_v2(&popped);
 
 	/* Unchecked, a failure would leave the program's context current:
 	 * the twin made there, and `out` popping a context not pushed. */
-	if (cg_call.cuCtxPushCurrent_v2(p->target) != CUDA_SUCCESS) {
-		snprintf(why, n, "cannot make device %d's context current", p->to_dev);
-		rc = CUDA_ERROR_INVALID_CONTEXT;
-		goto give;
-	}
+	PUSH(p->target, "cannot make device %d's context current", p->to_dev);
 	FAIL(cg_call.cuStreamWaitEvent(t, before, 0), "cuStreamWaitEvent");
 	/* One event serves every tail: each wait takes the record before it.
 	 * A stream with nothing pending has no tail to wait for. */

@@ -184,6 +184,15 @@ void cg_rehome_reset(void)
 	}
 }
 
+/* Under the lock: the attributes recorded for handle on dev, or NULL. */
+static struct attrs *attrs_at(uintptr_t handle, int dev)
+{
+	struct attrs *a = attrs;
+	while (a && !(a->handle == handle && a->dev == dev))
+		a = a->next;
+	return a;
+}
+
 static void note_attr(uintptr_t handle, int dev, int attr, int value)
 {
 	if (attr < 0 || attr >= NATTR || !cg_policy_redirects(cg_policy))
@@ -193,9 +202,7 @@ static void note_attr(uintptr_t handle, int dev, int attr, int value)
 	if (dev < 0 && !(fn && fn->mod))
 		return;
 	pthread_mutex_lock(&lock);
-	struct attrs *a = attrs;
-	while (a && !(a->handle == handle && a->dev == dev))
-		a = a->next;
+	struct attrs *a = attrs_at(handle, dev);
 	if (!a && (a = calloc(1, sizeof *a))) {
 		a->handle = handle;
 		a->dev = dev;
@@ -216,9 +223,7 @@ static void note_attr(uintptr_t handle, int dev, int attr, int value)
 static int attrs_of(uintptr_t handle, int dev, struct attrs *out)
 {
 	pthread_mutex_lock(&lock);
-	const struct attrs *a = attrs;
-	while (a && !(a->handle == handle && a->dev == dev))
-		a = a->next;
+	const struct attrs *a = attrs_at(handle, dev);
 	if (a)
 		*out = *a;
 	pthread_mutex_unlock(&lock);

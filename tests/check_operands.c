@@ -627,6 +627,30 @@ START_TEST(summary_names_the_address_word)
 END_TEST
 
 
+/* Device 1's primary context loads the expert past the hooks (as cudart
+ * loads its own fatbins) and the driver hands out the handle old again:
+ * its launch there, with device 1's operands, is not a crossing. */
+static void reused_on_device_1_runs(CUfunction old)
+{
+	CUresult (*load)(CUmodule *, const void *) = fake_entry_point("cuModuleLoadData", 0);
+	CUresult (*get)(CUfunction *, CUmodule, const char *) =
+		fake_entry_point("cuModuleGetFunction", 0);
+	CUmodule mod;
+	CUfunction again;
+	ck_assert_int_eq(cuCtxSetCurrent(ctx[1]), CUDA_SUCCESS);
+	ck_assert_int_eq(load(&mod, image), CUDA_SUCCESS);
+	ck_assert_int_eq(get(&again, mod, EXPERT), CUDA_SUCCESS);
+	ck_assert_msg(again == old, "the fake did not reuse the function handle");
+	CUdeviceptr own = dev_alloc(1);
+	CUtensorMap ok = tmap_over(own);
+	void *params[] = {&own, &own, &ok, &ok};
+	ck_assert_int_eq(cuCtxSetCurrent(ctx[1]), CUDA_SUCCESS);
+	CUresult rc = cuLaunchKernel(again, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL);
+	const char *s = NULL;
+	cuGetErrorString(rc, &s);
+	ck_assert_msg(rc == CUDA_SUCCESS, "a live function refused: %s", s ? s : "(null)");
+}
+
 /* A context's functions die with it: when the driver hands one of their
  * handles out again for a function loaded out of sight (cudart's own
  * fatbins) in another context, that launch is not a crossing. */
@@ -636,7 +660,7 @@ START_TEST(function_of_destroyed_context_reused_out_of_sight)
 	CUdevice d0;
 	CUcontext a;
 	CUmodule mod;
-	CUfunction k, again;
+	CUfunction k;
 	/* A refused destroy (of a primary context) leaves its functions owned. */
 	ck_assert_int_ne(cuCtxDestroy(ctx[0]), CUDA_SUCCESS);
 	ck_assert_int_eq(cuCtxSetCurrent(ctx[1]), CUDA_SUCCESS);
@@ -649,22 +673,7 @@ START_TEST(function_of_destroyed_context_reused_out_of_sight)
 	ck_assert_int_eq(cuModuleLoadData(&mod, image), CUDA_SUCCESS);
 	ck_assert_int_eq(cuModuleGetFunction(&k, mod, EXPERT), CUDA_SUCCESS);
 	ck_assert_int_eq(cuCtxDestroy(a), CUDA_SUCCESS);
-	/* Device 1's primary context loads the same kernel past the hooks. */
-	CUresult (*load)(CUmodule *, const void *) = fake_entry_point("cuModuleLoadData", 0);
-	CUresult (*get)(CUfunction *, CUmodule, const char *) =
-		fake_entry_point("cuModuleGetFunction", 0);
-	ck_assert_int_eq(cuCtxSetCurrent(ctx[1]), CUDA_SUCCESS);
-	ck_assert_int_eq(load(&mod, image), CUDA_SUCCESS);
-	ck_assert_int_eq(get(&again, mod, EXPERT), CUDA_SUCCESS);
-	ck_assert_msg(again == k, "the fake did not reuse the function handle");
-	CUdeviceptr own = dev_alloc(1);
-	CUtensorMap ok = tmap_over(own);
-	void *params[] = {&own, &own, &ok, &ok};
-	ck_assert_int_eq(cuCtxSetCurrent(ctx[1]), CUDA_SUCCESS);
-	CUresult rc = cuLaunchKernel(again, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL);
-	const char *s = NULL;
-	cuGetErrorString(rc, &s);
-	ck_assert_msg(rc == CUDA_SUCCESS, "a live function refused: %s", s ? s : "(null)");
+	reused_on_device_1_runs(k);
 }
 END_TEST
 
@@ -700,28 +709,12 @@ START_TEST(function_of_reset_primary_context_reused_out_of_sight)
 {
 	setup();
 	CUdevice d0;
-	CUmodule mod;
-	CUfunction again;
 	ck_assert_int_eq(cuDeviceGet(&d0, 0), CUDA_SUCCESS);
 	if (_i)
 		ck_assert_int_eq(cuDevicePrimaryCtxRelease(d0), CUDA_SUCCESS);
 	else
 		ck_assert_int_eq(cuDevicePrimaryCtxReset(d0), CUDA_SUCCESS);
-	CUresult (*load)(CUmodule *, const void *) = fake_entry_point("cuModuleLoadData", 0);
-	CUresult (*get)(CUfunction *, CUmodule, const char *) =
-		fake_entry_point("cuModuleGetFunction", 0);
-	ck_assert_int_eq(cuCtxSetCurrent(ctx[1]), CUDA_SUCCESS);
-	ck_assert_int_eq(load(&mod, image), CUDA_SUCCESS);
-	ck_assert_int_eq(get(&again, mod, EXPERT), CUDA_SUCCESS);
-	ck_assert_msg(again == fn, "the fake did not reuse the function handle");
-	CUdeviceptr own = dev_alloc(1);
-	CUtensorMap ok = tmap_over(own);
-	void *params[] = {&own, &own, &ok, &ok};
-	ck_assert_int_eq(cuCtxSetCurrent(ctx[1]), CUDA_SUCCESS);
-	CUresult rc = cuLaunchKernel(again, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL);
-	const char *s = NULL;
-	cuGetErrorString(rc, &s);
-	ck_assert_msg(rc == CUDA_SUCCESS, "a live function refused: %s", s ? s : "(null)");
+	reused_on_device_1_runs(fn);
 }
 END_TEST
 

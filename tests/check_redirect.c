@@ -738,7 +738,9 @@ END_TEST
 
 /* GemmType::Normal has no grouped_layout: one group, rows from a buffer of
  * zeros ctxguard keeps in device 1's context. */
-START_TEST(normal_gemm_runs_as_one_group)
+/* The Normal GEMM launched on device 0 with device 1's operands, traced,
+ * its stderr in *err. */
+static CUresult launch_normal(const char **err)
 {
 	CUtensorMap A = ta, B = encode(b, K, N), D = td;
 	CUdeviceptr none = 0;
@@ -748,7 +750,14 @@ START_TEST(normal_gemm_runs_as_one_group)
 	fake_trace_start();
 	capture_start();
 	CUresult rc = cuLaunchKernel(normal, 132, 1, 1, 384, 1, 1, 0, stream[0], params, NULL);
-	const char *err = capture_end();
+	*err = capture_end();
+	return rc;
+}
+
+START_TEST(normal_gemm_runs_as_one_group)
+{
+	const char *err;
+	CUresult rc = launch_normal(&err);
 	size_t nt = fake_trace(trace, 4096);
 	if (!bundled_built()) {
 		ck_assert_int_eq(rc, CUDA_ERROR_INVALID_HANDLE);
@@ -770,15 +779,8 @@ END_TEST
 START_TEST(normal_gemm_zeros_do_not_wait_for_the_programs_streams)
 {
 	produce_on_device_1();
-	CUtensorMap A = ta, B = encode(b, K, N), D = td;
-	CUdeviceptr none = 0;
-	uint32_t m = M, n = N, k = K;
-	void *params[] = {&none, &m, &n, &k, &A, &B, &D};
-	ck_assert_int_eq(cuCtxSetCurrent(ctx[0]), CUDA_SUCCESS);
-	fake_trace_start();
-	capture_start();
-	cuLaunchKernel(normal, 132, 1, 1, 384, 1, 1, 0, stream[0], params, NULL);
-	capture_end();
+	const char *err;
+	launch_normal(&err);
 	size_t nt = fake_trace(trace, 4096);
 	size_t sync = find(nt, 0, "cuStreamSynchronize", ctx[1], NULL, NULL);
 	ck_assert_msg(sync < nt, "the zeros were never synchronized");
