@@ -26,7 +26,6 @@ build's on the rows that carry data (a variant that only changes speed must
 print yes; DeepGEMM is compared by relative error).
 """
 import argparse
-import math
 import os
 import sys
 
@@ -108,13 +107,12 @@ def run_shape(builds, shape, kind, dtypes, iters):
     flops = 2.0 * rt.routed * k * n
     dg = bg.DG is not None and rt.form == "contiguous"
     if "bf16" in dtypes:
-        sets = [(torch.randn(rt.m, k, device="cuda", dtype=torch.bfloat16),
-                 torch.randn(e, n, k, device="cuda", dtype=torch.bfloat16) / math.sqrt(k)) for _ in range(bg.SETS)]
-        d = torch.empty(rt.m, n, device="cuda", dtype=torch.bfloat16)
-        calls = {nm: (lambda i, lib=lib: bg.call_ours(lib, rt.form, BF16, sets[i][0], sets[i][1], d, rt.index,
-                                                      None, None, rt.m, n, k, e)) for nm, lib in builds}
+        sets = bg.bf16_sets(rt.m, e, k, n)
+        d = sets[0][2]  # every call of set 0 writes here: the outputs compared
+        calls = {nm: (lambda i, lib=lib: bg.call_ours(lib, rt.form, BF16, *sets[i], rt.index, None, None, rt.m, n,
+                                                      k, e)) for nm, lib in builds}
         if dg:
-            calls["dg"] = lambda i: bg.DG.m_grouped_bf16_gemm_nt_contiguous(sets[i][0], sets[i][1], d, rt.index)
+            calls["dg"] = lambda i: bg.DG.m_grouped_bf16_gemm_nt_contiguous(*sets[i], rt.index)
         compare(label + " bf16", calls, flops, d, rt.valid, iters)
         del sets, d
     if "fp8" in dtypes:
@@ -139,14 +137,13 @@ def run_masked(builds, spec, dtypes, iters):
     expected = max(1, routed // g)  # DeepGEMM's expected_m hint: the mean of masked_m
     label = "%s G=%d max_m=%d masked_m %d..%d" % (name, g, max_m, lo, hi)
     if "bf16" in dtypes:
-        sets = [(torch.randn(m, k, device="cuda", dtype=torch.bfloat16),
-                 torch.randn(g, n, k, device="cuda", dtype=torch.bfloat16) / math.sqrt(k)) for _ in range(bg.SETS)]
-        d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-        calls = {nm: (lambda i, lib=lib: bg.call_ours(lib, "masked", BF16, sets[i][0], sets[i][1], d, index, None,
-                                                      None, max_m, n, k, g)) for nm, lib in builds}
+        sets = bg.bf16_sets(m, g, k, n)
+        d = sets[0][2]
+        calls = {nm: (lambda i, lib=lib: bg.call_ours(lib, "masked", BF16, *sets[i], index, None, None, max_m, n, k,
+                                                      g)) for nm, lib in builds}
         if bg.DG is not None:
             calls["dg"] = lambda i: bg.DG.m_grouped_bf16_gemm_nt_masked(sets[i][0].view(g, max_m, k), sets[i][1],
-                                                                        d.view(g, max_m, n), index, expected)
+                                                                        sets[i][2].view(g, max_m, n), index, expected)
         compare(label + " bf16", calls, flops, d, valid, iters)
         del sets, d
     if "fp8" in dtypes:

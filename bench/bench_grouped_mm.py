@@ -199,6 +199,13 @@ def mn_major(sa, groups=1):
 Fp8Set = collections.namedtuple("Fp8Set", "a sfa sfa_strides b sfb d sfa_rows")
 
 
+def bf16_sets(m, e, k, n):
+    """SETS (a [m, k], b [e, n, k], d [m, n]) of bf16."""
+    return [(torch.randn(m, k, device="cuda", dtype=torch.bfloat16),
+             torch.randn(e, n, k, device="cuda", dtype=torch.bfloat16) / math.sqrt(k),
+             torch.empty(m, n, device="cuda", dtype=torch.bfloat16)) for _ in range(SETS)]
+
+
 def fp8_sets(m, e, k, n, groups=1):
     """SETS Fp8Sets."""
     out = []
@@ -213,11 +220,7 @@ def fp8_sets(m, e, k, n, groups=1):
 def bench_shape(lib, shape, kind, with_loop):
     name, e, rows, k, n, decode = shape
     rt = Routing(kind, counts_for(kind, e, rows))
-    sets = []
-    for _ in range(SETS):
-        a = torch.randn(rt.m, k, device="cuda", dtype=torch.bfloat16)
-        w = torch.randn(e, n, k, device="cuda", dtype=torch.bfloat16) / math.sqrt(k)
-        sets.append((a, w, torch.empty(rt.m, n, device="cuda", dtype=torch.bfloat16)))
+    sets = bf16_sets(rt.m, e, k, n)
 
     def ours(i):
         a, w, d = sets[i]
@@ -312,11 +315,7 @@ def bench_masked(lib, spec):
     masked = torch.randint(lo, hi + 1, (g,), dtype=torch.int32)
     routed, m = int(masked.sum()), g * max_m
     index = masked.cuda()
-    sets = []
-    for _ in range(SETS):
-        a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-        w = torch.randn(g, n, k, device="cuda", dtype=torch.bfloat16) / math.sqrt(k)
-        sets.append((a, w, torch.empty(m, n, device="cuda", dtype=torch.bfloat16)))
+    sets = bf16_sets(m, g, k, n)
 
     def ours(i):
         a, w, d = sets[i]
