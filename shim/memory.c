@@ -165,14 +165,22 @@ void cg_memory_reset(void)
 
 /* ---- the allocation hooks ---- */
 
-/* A pool may live on another device than the stream: ask the driver. */
+/* A pool may live on another device than the stream, or in host memory,
+ * which every device reaches: ask the driver.  A host pool's allocation
+ * names a device ordinal all the same (measured on an H200: the allocating
+ * device's), so the memory type decides. */
 static int pool_tag(CUdeviceptr p, CUstream s)
 {
+	CUmemorytype type = 0;
 	int ordinal = -1;
-	CUpointer_attribute a = CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL;
-	if (p && cg_call.cuPointerGetAttribute &&
-	    cg_call.cuPointerGetAttribute(&ordinal, a, p) != CUDA_SUCCESS)
+	CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+				       CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+	void *data[] = {&type, &ordinal};
+	if (!p || !cg_call.cuPointerGetAttributes ||
+	    cg_call.cuPointerGetAttributes(2, attrs, data, p) != CUDA_SUCCESS)
 		ordinal = -1;
+	else if (type == CU_MEMORYTYPE_HOST)
+		return TAG_ANY;
 	int tag = tag_of_device(ordinal);
 	return tag ? tag : tag_of_ctx(cg_launch_ctx(s));
 }

@@ -137,7 +137,6 @@ void cg_entry_resolve(void *libcuda);   /* fills every .real */
 	X(cuKernelGetName, (const char **name, CUkernel k))                  \
 	X(cuFuncGetParamInfo, (CUfunction f, size_t i, size_t *off, size_t *size)) \
 	X(cuKernelGetParamInfo, (CUkernel k, size_t i, size_t *off, size_t *size)) \
-	X(cuPointerGetAttribute, (void *data, CUpointer_attribute a, CUdeviceptr p)) \
 	X(cuPointerGetAttributes, (unsigned n, CUpointer_attribute *a, void **data, CUdeviceptr p)) \
 	X(cuGetErrorName, (CUresult e, const char **name))                  \
 	X(cuStreamIsCapturing, (CUstream s, CUstreamCaptureStatus * status)) \

@@ -205,6 +205,19 @@ START_TEST(memory_every_device_reaches)
 	ck_assert_int_eq(cuMemAllocHost(&pinned, SIZE), CUDA_SUCCESS);
 	ck_assert_int_eq(cuMemHostAlloc(&host_alloc, SIZE, CU_MEMHOSTALLOC_PORTABLE), CUDA_SUCCESS);
 	ck_assert_int_eq(cuMemHostRegister(registered, sizeof registered, 0), CUDA_SUCCESS);
+	/* Host-located pools, used from device 1's stream: the driver gives
+	 * their memory device 1's ordinal all the same. */
+	CUdeviceptr from_pool[2];
+	for (int i = 0; i < 2; i++) {
+		CUmemPoolProps props = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+					.location = {i ? CU_MEM_LOCATION_TYPE_HOST_NUMA
+						       : CU_MEM_LOCATION_TYPE_HOST, 0}};
+		CUmemoryPool pool;
+		ck_assert_int_eq(cuMemPoolCreate(&pool, &props), CUDA_SUCCESS);
+		ck_assert_int_eq(cuMemAllocFromPoolAsync(&from_pool[i], SIZE, pool, stream[1]),
+				 CUDA_SUCCESS);
+	}
+	ck_assert_int_eq(launch(from_pool[0] + 64, from_pool[1], &t, &t), CUDA_SUCCESS);
 	ck_assert_int_eq(launch(managed + 64, (CUdeviceptr)pinned, &t, &t), CUDA_SUCCESS);
 	ck_assert_int_eq(launch((CUdeviceptr)host_alloc, (CUdeviceptr)registered, &t, &t),
 			 CUDA_SUCCESS);

@@ -270,6 +270,7 @@ enum fake_mem_kind {
 	FAKE_MEM_HOST,	     /* cuMemAllocHost / cuMemHostAlloc: real memory */
 	FAKE_MEM_REGISTERED, /* cuMemHostRegister: the caller's memory */
 	FAKE_MEM_VMM,	     /* a cuMemMap mapping of a cuMemCreate handle */
+	FAKE_MEM_POOL_HOST,  /* from a host-located pool; never backed, reachable from every device */
 };
 
 struct fake_phys; /* cuMemCreate handle (vmm.c) */
@@ -291,7 +292,8 @@ struct fake_alloc {
 
 struct CUmemPoolHandle_st {
 	struct fake_hdr h;
-	CUdevice dev;
+	CUdevice dev; /* a device pool's */
+	bool host;    /* located in host memory (HOST or HOST_NUMA) */
 	bool is_default;
 };
 
@@ -312,6 +314,8 @@ bool fake_mem_overlaps(CUdeviceptr base, size_t size);
 /* Allocates device memory of `dev` owned by `ctx`; `pool` for stream-ordered allocations. */
 CUresult fake_mem_alloc_device(CUdevice dev, CUcontext ctx, CUmemoryPool pool, size_t size,
 			       CUdeviceptr *out);
+/* ... and memory of a host-located pool, allocated in `ctx`. */
+CUresult fake_mem_alloc_pool_host(CUcontext ctx, CUmemoryPool pool, size_t size, CUdeviceptr *out);
 void fake_mem_drop_ctx(CUcontext ctx);
 void fake_mem_drop_pool(CUmemoryPool pool);
 size_t fake_mem_count(void);

@@ -107,7 +107,7 @@ static void check_operand(struct operand_scan *s, CUdeviceptr v)
 {
 	const struct fake_alloc *a = fake_mem_find(v);
 	if (!a || a->kind == FAKE_MEM_MANAGED || a->kind == FAKE_MEM_HOST ||
-	    a->kind == FAKE_MEM_REGISTERED)
+	    a->kind == FAKE_MEM_REGISTERED || a->kind == FAKE_MEM_POOL_HOST)
 		return;
 	bool remote = a->dev != s->ctx->dev;
 	bool reachable = a->kind == FAKE_MEM_VMM ? (a->access >> s->ctx->dev) & 1u

@@ -117,25 +117,33 @@ static CUresult bump(CUdeviceptr base, CUdeviceptr *used, CUdeviceptr span, size
 	return CUDA_SUCCESS;
 }
 
+/* Range a (its size set) carved from a region and added. */
+static CUresult carve(CUdeviceptr base, CUdeviceptr *used, CUdeviceptr span, struct fake_alloc a,
+		      CUdeviceptr *out)
+{
+	CUresult rc = bump(base, used, span, a.size, &a.base);
+	if (rc == CUDA_SUCCESS)
+		rc = fake_mem_add(&a);
+	if (rc == CUDA_SUCCESS)
+		*out = a.base;
+	return rc;
+}
+
 CUresult fake_mem_alloc_device(CUdevice dev, CUcontext ctx, CUmemoryPool pool, size_t size,
 			       CUdeviceptr *out)
 {
-	CUdeviceptr p;
-	CUresult rc = bump(FAKE_DEVICE_BASE(dev), &device_used[dev], FAKE_DEVICE_SPAN, size, &p);
-	if (rc != CUDA_SUCCESS)
-		return rc;
+	struct fake_alloc a = {.size = size, .kind = FAKE_MEM_DEVICE, .dev = dev, .ctx = ctx, .pool = pool};
+	return carve(FAKE_DEVICE_BASE(dev), &device_used[dev], FAKE_DEVICE_SPAN, a, out);
+}
+
+/* A host-located pool's allocation: host memory, as every device sees it, in
+ * the managed range (only its address matters); the device ordinal the
+ * allocating context's, as the real driver answers (measured on an H200). */
+CUresult fake_mem_alloc_pool_host(CUcontext ctx, CUmemoryPool pool, size_t size, CUdeviceptr *out)
+{
 	struct fake_alloc a = {
-		.base = p,
-		.size = size,
-		.kind = FAKE_MEM_DEVICE,
-		.dev = dev,
-		.ctx = ctx,
-		.pool = pool,
-	};
-	rc = fake_mem_add(&a);
-	if (rc == CUDA_SUCCESS)
-		*out = p;
-	return rc;
+		.size = size, .kind = FAKE_MEM_POOL_HOST, .dev = ctx->dev, .ctx = ctx, .pool = pool};
+	return carve(FAKE_MANAGED_BASE, &managed_used, FAKE_REGION_SPAN, a, out);
 }
 
 static CUresult mem_alloc(CUdeviceptr *dptr, size_t size)
@@ -173,25 +181,13 @@ CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned 
 {
 	FAKE_ENTER();
 	CUcontext ctx;
-	CUdeviceptr p;
 	if (!dptr || (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST))
 		return fake_leave(CUDA_ERROR_INVALID_VALUE);
 	CUresult rc = fake_ctx_require_current(&ctx);
-	if (rc == CUDA_SUCCESS)
-		rc = bump(FAKE_MANAGED_BASE, &managed_used, FAKE_REGION_SPAN, bytesize, &p);
 	if (rc != CUDA_SUCCESS)
 		return fake_leave(rc);
-	struct fake_alloc a = {
-		.base = p,
-		.size = bytesize,
-		.kind = FAKE_MEM_MANAGED,
-		.dev = ctx->dev,
-		.ctx = ctx,
-	};
-	rc = fake_mem_add(&a);
-	if (rc == CUDA_SUCCESS)
-		*dptr = p;
-	return fake_leave(rc);
+	struct fake_alloc a = {.size = bytesize, .kind = FAKE_MEM_MANAGED, .dev = ctx->dev, .ctx = ctx};
+	return fake_leave(carve(FAKE_MANAGED_BASE, &managed_used, FAKE_REGION_SPAN, a, dptr));
 }
 
 CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
@@ -276,7 +272,7 @@ CUresult CUDAAPI cuMemFreeHost(void *p)
 
 static bool is_host_kind(enum fake_mem_kind k)
 {
-	return k == FAKE_MEM_HOST || k == FAKE_MEM_REGISTERED;
+	return k == FAKE_MEM_HOST || k == FAKE_MEM_REGISTERED || k == FAKE_MEM_POOL_HOST;
 }
 
 CUresult CUDAAPI cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int Flags)

@@ -17,6 +17,8 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, C
 		pool = fake_dev[ctx->dev].default_pool;
 	else if (!fake_pool_live(&fake_mempool_pool, pool))
 		return CUDA_ERROR_INVALID_VALUE;
+	if (pool->host)
+		return fake_mem_alloc_pool_host(ctx, pool, size, dptr);
 	CUcontext owner = pool->dev == ctx->dev ? ctx : fake_dev[pool->dev].primary;
 	return fake_mem_alloc_device(pool->dev, owner, pool, size, dptr);
 }
@@ -28,7 +30,7 @@ static CUresult free_async(CUdeviceptr dptr, CUstream s)
 	if (rc != CUDA_SUCCESS)
 		return rc;
 	const struct fake_alloc *a = fake_mem_find(dptr);
-	if (!a || a->base != dptr || a->kind != FAKE_MEM_DEVICE)
+	if (!a || a->base != dptr || (a->kind != FAKE_MEM_DEVICE && a->kind != FAKE_MEM_POOL_HOST))
 		return CUDA_ERROR_INVALID_VALUE;
 	fake_mem_remove(dptr);
 	return CUDA_SUCCESS;
@@ -63,14 +65,18 @@ ASYNC_VARIANTS(DEFINE_ASYNC_ALLOC)
 CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
 {
 	FAKE_ENTER();
+	const CUmemLocation *at = poolProps ? &poolProps->location : NULL;
+	/* Host pools (CUDA 12.2 on): HOST_NUMA names a NUMA node, HOST nothing. */
+	bool host = at && (at->type == CU_MEM_LOCATION_TYPE_HOST ||
+			   (at->type == CU_MEM_LOCATION_TYPE_HOST_NUMA && at->id >= 0));
 	if (!pool || !poolProps || poolProps->allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
-	    poolProps->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
-	    !fake_dev_valid(poolProps->location.id))
+	    (!host && (at->type != CU_MEM_LOCATION_TYPE_DEVICE || !fake_dev_valid(at->id))))
 		return fake_leave(CUDA_ERROR_INVALID_VALUE);
 	CUmemoryPool p = fake_pool_take(&fake_mempool_pool);
 	if (!p)
 		return fake_leave(CUDA_ERROR_OUT_OF_MEMORY);
-	p->dev = poolProps->location.id;
+	p->host = host;
+	p->dev = host ? CU_DEVICE_INVALID : at->id;
 	*pool = p;
 	return fake_leave(CUDA_SUCCESS);
 }
