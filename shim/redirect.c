@@ -12,7 +12,8 @@
  * an event recorded on T.  When the target is the launch context itself (kind a with the
  * operands on the launch device) the work simply runs on S.  Everything
  * that could refuse (decode, devices, capture, stream count) is decided
- * before the first event is recorded. */
+ * before the first event is recorded; once the work is queued nothing
+ * falls back (ordered() says why). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -311,13 +312,18 @@ static int gone(size_t i, CUresult rc)
 		}                                                                            \
 	} while (0)
 
+/* How far ordered() got with the work: not queued (a failure falls back),
+ * queued and ordered, or queued and waited for by the host. */
+enum queued { NOT_QUEUED, QUEUED, WAITED };
+
 static CUresult ordered(const struct plan *p, const struct cg_launch *l, const struct cg_fn *fn,
-			CUstream s, CUcontext launch_ctx, char *why, size_t n)
+			CUstream s, CUcontext launch_ctx, enum queued *q, char *why, size_t n)
 {
 	CUstream known[MAX_KNOWN], t = NULL;
 	CUevent before = NULL, inside = NULL, after = NULL;
 	CUcontext popped;
 	CUresult rc = CUDA_SUCCESS;
+	int recorded = 0;
 	size_t nk = cg_streams_of(p->target, known, MAX_KNOWN);
 	if (nk > MAX_KNOWN) {
 		snprintf(why, n, "more than %d streams in device %d's context", MAX_KNOWN, p->to_dev);
@@ -363,11 +369,13 @@ static CUresult ordered(const struct plan *p, const struct cg_launch *l, const s
 	}
 	if ((rc = run(p, l, fn, t, why, n)) != CUDA_SUCCESS)
 		goto out;
+	*q = QUEUED;
 	FAIL(cg_call.cuEventRecord(after, t), "cuEventRecord on ctxguard's stream");
+	recorded = 1;
 	for (size_t i = 0; i < nk; i++) {
 		CUresult r = cg_call.cuStreamWaitEvent(known_stream(known, i), after, 0);
 		if (!gone(i, r))
-			FAIL(r, "cuStreamWaitEvent");
+			FAIL(r, "cuStreamWaitEvent on a stream of the target context");
 	}
 	cg_call.cuCtxPopCurrent_v2(&popped);
 	/* Back in the launch context: S may be one of its default streams. */
@@ -377,6 +385,17 @@ static CUresult ordered(const struct plan *p, const struct cg_launch *l, const s
 out:
 	cg_call.cuCtxPopCurrent_v2(&popped);
 give:
+	/* Once queued, the work runs: falling back now would launch the
+	 * original as well (the work done twice, once across devices), or
+	 * refuse or abort a launch that happened.  Unordered, the program's
+	 * next work could miss its result, so the host waits for it instead
+	 * (for T when the event was not recorded): all later work comes after
+	 * it.  The only time a redirect waits for the program's work, on this
+	 * error path alone (README, "Deadlock"). */
+	if (rc != CUDA_SUCCESS && *q == QUEUED) {
+		*q = WAITED;
+		rc = recorded ? cg_call.cuEventSynchronize(after) : cg_call.cuStreamSynchronize(t);
+	}
 	if (before)
 		cg_event_give(launch_ctx, before);
 	if (inside)
@@ -415,6 +434,13 @@ static void log_redirect(struct cg_crossing *c)
 	cg_log_crossing(c, LOG_NOTICE, json, JSON);
 }
 
+/* Where a redirect comes from: the function's device for kind (a), the
+ * launch's for (b). */
+static int from_dev(const struct cg_crossing *c)
+{
+	return c->kind == 'a' ? c->owner_dev : c->launch_dev;
+}
+
 static void done(struct cg_crossing *c, struct cg_fn *fn, const struct plan *p)
 {
 	cg_count(CG_C_REDIRECT);
@@ -422,12 +448,30 @@ static void done(struct cg_crossing *c, struct cg_fn *fn, const struct plan *p)
 	c->action = CG_ACT_REDIRECT;
 	c->redirect_dev = p->to_dev;
 	c->redirect_via = p->via;
-	/* From the function's device for kind (a), the launch's for (b). */
 	if (!atomic_exchange(&fn->redirected, 1))
 		cg_stderr("ctxguard: redirect: %s from device %d to device %d (%s)\n",
-			  shown_name(fn), c->kind == 'a' ? c->owner_dev : c->launch_dev, p->to_dev,
-			  p->via);
+			  shown_name(fn), from_dev(c), p->to_dev, p->via);
 	log_redirect(c);
+}
+
+/* The work was queued but not ordered (why): the host waited for it, with
+ * result rc.  Each outcome said once per kernel. */
+static void waited(const struct cg_crossing *c, struct cg_fn *fn, const struct plan *p,
+		   CUresult rc, const char *why)
+{
+	unsigned char said = rc == CUDA_SUCCESS ? 1 : 2;
+	if (atomic_fetch_or(&fn->waited, said) & said)
+		return;
+	if (rc == CUDA_SUCCESS)
+		cg_stderr("ctxguard: redirect: %s from device %d to device %d (%s) was queued, but "
+			  "%s: ctxguard waited on the host for it to finish, so that later work "
+			  "sees its result\n",
+			  shown_name(fn), from_dev(c), p->to_dev, p->via, why);
+	else
+		cg_stderr("ctxguard: redirect: %s from device %d to device %d (%s) was queued, but "
+			  "%s, and waiting for it on the host failed too (error %d): device %d's "
+			  "context is likely broken; the launch returns that error\n",
+			  shown_name(fn), from_dev(c), p->to_dev, p->via, why, (int)rc, p->to_dev);
 }
 
 /* Stopped after all: one line why, then the fallback's usual report. */
@@ -450,13 +494,16 @@ CUresult cg_redirect(const struct cg_launch *l)
 	if (!plan(l, &c, fn, &p, why, sizeof why))
 		return impossible(&c, fn, why);
 	CUstream s = l->config.hStream;
+	enum queued q = NOT_QUEUED;
 	CUresult rc = p.target == c.launch_ctx
 			      ? on_launch_stream(&p, l, fn, s, why, sizeof why)
-			      : ordered(&p, l, fn, s, (CUcontext)c.launch_ctx, why, sizeof why);
-	if (rc != CUDA_SUCCESS)
+			      : ordered(&p, l, fn, s, (CUcontext)c.launch_ctx, &q, why, sizeof why);
+	if (rc != CUDA_SUCCESS && q == NOT_QUEUED)
 		return impossible(&c, fn, why);
 	done(&c, fn, &p);
-	return CUDA_SUCCESS;
+	if (q == WAITED)
+		waited(&c, fn, &p, rc, why);
+	return rc;
 }
 
 void cg_redirect_forked(void)

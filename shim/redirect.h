@@ -24,7 +24,8 @@ struct cg_launch {
  * there was no memory to keep it in. */
 int cg_redirect_note(const struct cg_crossing *c, const struct cg_fn *fn);
 /* Runs the noted crossing's launch l where its operands live; CUDA_SUCCESS,
- * or the fallback's result when that cannot be done. */
+ * or the fallback's result when that cannot be done, or the error of the
+ * host's wait for work queued that could not be ordered. */
 CUresult cg_redirect(const struct cg_launch *l);
 /* A crossing noted by a launch API redirect does not handle: the fallback. */
 CUresult cg_redirect_refuse(const char *api);

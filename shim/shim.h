@@ -149,6 +149,7 @@ void cg_entry_resolve(void *libcuda);   /* fills every .real */
 	X(cuStreamWaitEvent, (CUstream s, CUevent e, unsigned flags))        \
 	X(cuStreamQuery, (CUstream s))                                       \
 	X(cuStreamSynchronize, (CUstream s))                                 \
+	X(cuEventSynchronize, (CUevent e))                                   \
 	X(cuMemsetD8Async, (CUdeviceptr p, unsigned char v, size_t n, CUstream s)) \
 	X(cuDeviceGetPCIBusId, (char *bus, int len, CUdevice dev))          \
 	X(cuDeviceGetUuid_v2, (CUuuid * uuid, CUdevice dev))
@@ -218,6 +219,7 @@ struct cg_fn {
 	_Atomic unsigned long reports; /* crossings printed, to rate-limit */
 	_Atomic(const struct cg_layout *) layout; /* filled on first check */
 	_Atomic unsigned char redirected; /* its first redirect was printed */
+	_Atomic unsigned char waited; /* host waits printed: 1 done, 2 failed */
 };
 
 void cg_registry_reset(void);

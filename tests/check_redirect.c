@@ -7,9 +7,10 @@
  * retired with the original (unload, context end, racing threads), its
  * module never unloaded; a CUkernel takes its launch device's attributes
  * along; pools are reused; each reason a redirect is impossible leads to
- * redirect_fallback; 16 threads redirect on two devices.  The bundled
- * kernels exist only in a build with nvcc: without them the GEMM cases
- * assert the fallback that says so. */
+ * redirect_fallback, but ordering that fails once the work is queued
+ * leads to a host wait instead; 16 threads redirect on two devices.  The
+ * bundled kernels exist only in a build with nvcc: without them the GEMM
+ * cases assert the fallback that says so. */
 #include <check.h>
 #include <dlfcn.h>
 #include <pthread.h>
@@ -820,6 +821,98 @@ START_TEST(failed_push_leaves_the_current_context)
 }
 END_TEST
 
+/* Ordering fails once the work is queued on T: the launch has happened,
+ * so no fallback (the original would run as well, or a launch that ran
+ * would be refused or abort) but a host wait for the work, said once per
+ * kernel, and the call succeeds; when even that wait fails, its error.
+ * Each fault is armed as the work's launch leaves the fake. */
+static void fail_record(void *arg)
+{
+	(void)arg;
+	fake_fail_next("cuEventRecord", CUDA_ERROR_OUT_OF_MEMORY);
+}
+
+/* The first wait for T's event: device 1's legacy stream's. */
+static void fail_wait(void *arg)
+{
+	(void)arg;
+	fake_fail_next("cuStreamWaitEvent", CUDA_ERROR_OUT_OF_MEMORY);
+}
+
+/* The launch stream's wait, made once the target context is popped. */
+static void fail_launch_stream_wait(void *arg)
+{
+	fake_after_next("cuCtxPopCurrent", fail_wait, arg);
+}
+
+static void fail_wait_and_host_wait(void *arg)
+{
+	fail_wait(arg);
+	fake_fail_next("cuEventSynchronize", CUDA_ERROR_ILLEGAL_ADDRESS);
+}
+
+#define RECORD_FAILED "cuEventRecord on ctxguard's stream failed (error 2)"
+#define WAIT_FAILED "cuStreamWaitEvent on a stream of the target context failed (error 2)"
+#define S_WAIT_FAILED "cuStreamWaitEvent on the launch stream failed (error 2)"
+
+static const struct {
+	int gemm;                /* the bundled GEMM, else the re-homed helper */
+	void (*fault)(void *);
+	const char *failed;      /* what the report names */
+	CUresult rc;
+} unordered[] = {
+	{0, fail_record, RECORD_FAILED, CUDA_SUCCESS},
+	{0, fail_wait, WAIT_FAILED, CUDA_SUCCESS},
+	{0, fail_launch_stream_wait, S_WAIT_FAILED, CUDA_SUCCESS},
+	{1, fail_record, RECORD_FAILED, CUDA_SUCCESS},
+	{1, fail_wait, WAIT_FAILED, CUDA_SUCCESS},
+	{0, fail_wait_and_host_wait, WAIT_FAILED, CUDA_ERROR_ILLEGAL_ADDRESS},
+};
+
+START_TEST(failed_ordering_after_the_work_is_queued_waits_on_the_host)
+{
+	int is_gemm = unordered[_i].gemm;
+	if (is_gemm && !bundled_built())
+		return;
+	produce_on_device_1();
+	fake_reset();
+	capture_start();
+	for (int round = 0; round < 2; round++) {
+		fake_after_next(is_gemm ? "cuLaunchKernel" : "cuLaunchKernelEx", unordered[_i].fault,
+				NULL);
+		fake_trace_start();
+		CUresult rc = is_gemm ? launch_gemm(gemm, ctx[0], stream[0], &tb)
+				    : launch_helper(ctx[0], stream[0], a, d);
+		ck_assert_int_eq(rc, unordered[_i].rc);
+		size_t n = fake_trace(trace, 4096);
+		size_t run = find(n, 0, "launch", ctx[1], NULL, NULL);
+		ck_assert_msg(run < n, "the work did not run on device 1");
+		/* The host waited for the event recorded on T, or for T itself
+		 * when there is none (a wait that failed is not traced). */
+		size_t after = find(n, run, "cuEventRecord", ctx[1], trace[run].stream, NULL);
+		size_t w = after < n ? find(n, after, "cuEventSynchronize", ctx[1], NULL,
+					    trace[after].object)
+				     : find(n, run, "cuStreamSynchronize", ctx[1], trace[run].stream,
+					    NULL);
+		ck_assert_msg(w < n || unordered[_i].rc != CUDA_SUCCESS,
+			      "the host did not wait for the work");
+	}
+	const char *err = capture_end();
+	struct fake_stats st;
+	fake_get_stats(&st);
+	ck_assert_uint_eq(st.launches_on[0], 0);
+	ck_assert_uint_eq(st.launches_on[1], 2);
+	ck_assert_msg(!strstr(err, "redirect impossible") && !strstr(err, "refused"), "%s", err);
+	/* A redirect (its first line), the failure said once. */
+	ck_assert_msg(strstr(err, is_gemm ? "(cg_gmm_contiguous)\n" : "(re-homed)\n"), "%s", err);
+	const char *said = unordered[_i].rc == CUDA_SUCCESS
+				   ? "ctxguard waited on the host for it to finish"
+				   : "waiting for it on the host failed too (error 700)";
+	ck_assert_msg(count_of(err, said) == 1 && count_of(err, unordered[_i].failed) == 1, "%s",
+		      err);
+}
+END_TEST
+
 /* Each impossible redirect: one line why, then the error fallback. */
 static void capture_only(void) {}
 /* Checked once outside the capture first: under capture ctxguard asks the
@@ -1104,6 +1197,8 @@ int main(void)
 	tcase_add_test(t, file_module_is_rehomed);
 	tcase_add_test(t, destroyed_stream_is_dropped);
 	tcase_add_test_raise_signal(t, impossible_redirect_aborts_by_default, SIGABRT);
+	tcase_add_loop_test(t, failed_ordering_after_the_work_is_queued_waits_on_the_host, 0,
+			    sizeof unordered / sizeof unordered[0]);
 	suite_add_tcase(s, t);
 	/* The GEMM cases fall back to error where the kernels are not built. */
 	TCase *e = tcase_create("fallback error");
@@ -1125,6 +1220,8 @@ int main(void)
 	tcase_add_test(e, kernel_attributes_follow_it_to_the_target_device);
 	tcase_add_loop_test(e, each_impossible_redirect_falls_back_to_error, 0,
 			    sizeof impossible / sizeof impossible[0]);
+	tcase_add_loop_test(e, failed_ordering_after_the_work_is_queued_waits_on_the_host, 0,
+			    sizeof unordered / sizeof unordered[0]);
 	suite_add_tcase(s, e);
 	TCase *l = tcase_create("log");
 	tcase_add_test(l, log_record_and_summary);

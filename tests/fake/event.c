@@ -88,7 +88,10 @@ CUresult CUDAAPI cuEventQuery(CUevent hEvent)
 CUresult CUDAAPI cuEventSynchronize(CUevent hEvent)
 {
 	FAKE_ENTER();
-	return fake_leave(event_query(hEvent));
+	CUresult rc = event_query(hEvent);
+	if (rc == CUDA_SUCCESS)
+		fake_trace_note("cuEventSynchronize", hEvent->ctx, NULL, hEvent, NULL);
+	return fake_leave(rc);
 }
 
 #define DEFINE_EVENT_STREAM_CALLS(suffix)                                                          \

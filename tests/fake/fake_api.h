@@ -97,9 +97,10 @@ void fake_after_next(const char *api, void (*fn)(void *), void *arg);
 int fake_tensor_map_address(const CUtensorMap *map, CUdeviceptr *addr);
 
 /* One driver call that orders work (cuEventCreate, cuEventRecord,
- * cuStreamWaitEvent, cuStreamCreate, cuStreamSynchronize, a kernel that
- * ran): ctx is the event's (create, record) or the stream's (wait, stream
- * create, synchronize, launch) context;
+ * cuEventSynchronize, cuStreamWaitEvent, cuStreamCreate,
+ * cuStreamSynchronize, a kernel that ran): ctx is the event's (create,
+ * record, event synchronize) or the stream's (wait, stream create, stream
+ * synchronize, launch) context;
  * stream the stream it was made on; object the event or created stream;
  * kernel the launched kernel's name. */
 struct fake_call {
