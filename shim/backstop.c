@@ -188,12 +188,12 @@ static void CUPTIAPI on_api(void *userdata, CUpti_CallbackDomain domain, CUpti_C
 	if (CG_LIKELY(cg_hooked_call))
 		return;
 	const CUpti_CallbackData *d = cbdata;
-	if (domain != CUPTI_CB_DOMAIN_DRIVER_API || d->callbackSite != CUPTI_API_ENTER ||
-	    !cg_ready())
+	if (domain != CUPTI_CB_DOMAIN_DRIVER_API || d->callbackSite != CUPTI_API_ENTER)
 		return;
 	for (size_t i = 0; i < NWATCHED; i++)
 		if (watched[i].cbid == cbid) {
-			unhooked(&watched[i], d->functionParams);
+			if (cg_ready(watched[i].api))
+				unhooked(&watched[i], d->functionParams);
 			return;
 		}
 }

@@ -35,7 +35,8 @@ static const char usage[] =
 	"  --backstop                   also check launches that bypass the hooks, through CUPTI\n"
 	"                               (CTXGUARD_BACKSTOP=on; CTXGUARD_CUPTI: libcupti's path)\n"
 	"  --audit                      --backstop, and --error-exitcode also fires when a launch\n"
-	"                               bypassed the hooks or the backstop could not watch\n"
+	"                               bypassed the hooks, the backstop could not watch or calls\n"
+	"                               passed unchecked while ctxguard started\n"
 	"  --library PATH               libctxguard.so to preload (CTXGUARD_LIBRARY)\n"
 	"  --version                    print the version and the system policy's path\n";
 
@@ -210,7 +211,7 @@ int main(int argc, char **argv)
 	while (waitpid(child, &ws, 0) < 0 && errno == EINTR)
 		;
 
-	unsigned long counts[CG_ACT_REDIRECT + 1] = {0}, unhooked = 0, unwatched = 0;
+	unsigned long counts[CG_ACT_REDIRECT + 1] = {0}, unhooked = 0, unwatched = 0, unchecked = 0;
 	FILE *f = fopen(status, "r");
 	char line[128];
 	while (f && fgets(line, sizeof line, f)) {
@@ -221,6 +222,7 @@ int main(int argc, char **argv)
 			counts[cg_action_parse(word)]++;
 		unhooked += strcmp(word, "unhooked") == 0;
 		unwatched += strcmp(word, "unwatched") == 0;
+		unchecked += strcmp(word, "unchecked") == 0;
 	}
 	if (f)
 		fclose(f);
@@ -233,7 +235,8 @@ int main(int argc, char **argv)
 			counts[CG_ACT_ABORT], counts[CG_ACT_ERROR], counts[CG_ACT_WARN],
 			counts[CG_ACT_REDIRECT]);
 	/* The backstop's processes report once each: a launch that bypassed
-	 * the hooks, or a backstop that could not watch. */
+	 * the hooks, or a backstop that could not watch; and so does a process
+	 * whose calls passed unchecked while it started. */
 	if (unhooked)
 		fprintf(stderr, "ctxguard: %lu process%s launched kernels that bypassed the hooks "
 			"(unhooked; see each summary)\n", unhooked, unhooked == 1 ? "" : "es");
@@ -241,7 +244,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "ctxguard: %lu process%s ran without the backstop: %s\n", unwatched,
 			unwatched == 1 ? "" : "es",
 			audit ? "the audit is incomplete" : "launches past the hooks went unseen");
-	if ((crossings || (audit && (unhooked || unwatched))) && exit_code)
+	if (unchecked)
+		fprintf(stderr, "ctxguard: %lu process%s let calls pass unchecked while ctxguard "
+			"started (see each process's stderr)\n", unchecked,
+			unchecked == 1 ? "" : "es");
+	if ((crossings || (audit && (unhooked || unwatched || unchecked))) && exit_code)
 		return exit_code;
 	if (WIFSIGNALED(ws))
 		return 128 + WTERMSIG(ws);

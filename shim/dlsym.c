@@ -16,7 +16,8 @@ static CG_NO_SANITIZE void *hooked(void *p, const char *name)
 	void *h = cg_backstop_hook_for(name, p);
 	if (h)
 		return h;
-	if (!cg_ready() || !(h = cg_hook_for_real(p)))
+	/* While another thread starts the shim, answered as after start-up. */
+	if ((!cg_ready(NULL) && !cg_starting_elsewhere()) || !(h = cg_hook_for_real(p)))
 		return p;
 	cg_count(CG_C_HOOKED_DLSYM);
 	return h;

@@ -3,7 +3,6 @@
  * real functions.  A process that never touches CUDA pays nothing. */
 #include <dlfcn.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -18,7 +17,13 @@ struct cg_calls cg_call;
 void *cg_libcuda;
 
 static struct cg_policy policy;
-static const char *libcuda = "libcuda.so.1";
+/* Read by threads that pass while start-up sets it (shim/starting.c). */
+static _Atomic(const char *) libcuda = "libcuda.so.1";
+
+const char *cg_libcuda_name(void)
+{
+	return atomic_load_explicit(&libcuda, memory_order_acquire);
+}
 
 const char *cg_user_env(const char *name)
 {
@@ -61,14 +66,14 @@ static int start(void)
 		refuse_locked_libraries();
 		const char *path = cg_library_env("CTXGUARD_LIBCUDA"); /* for tests */
 		if (path && *path)
-			libcuda = path;
+			atomic_store_explicit(&libcuda, path, memory_order_release);
 		cg_policy = &policy;
 		have_policy = 1;
 	}
 	/* Only a driver the program loaded itself: a lookup of some other
 	 * "cu" name (curl_easy_init) must not pull libcuda into a process
 	 * that never uses it.  Every route to a hook comes after that load. */
-	void *h = dlopen(libcuda, RTLD_LAZY | RTLD_NOLOAD);
+	void *h = dlopen(cg_libcuda_name(), RTLD_LAZY | RTLD_NOLOAD);
 	if (!h)
 		return 0;
 	cg_libcuda = h;
@@ -83,7 +88,7 @@ static int start(void)
 	return 1;
 }
 
-int cg_init(void)
+int cg_init(const char *what)
 {
 	int s = atomic_load_explicit(&cg_state, memory_order_acquire);
 	if (s == 2)
@@ -98,18 +103,17 @@ int cg_init(void)
 		int r = start();
 		s = r > 0 ? 2 : r < 0 ? 3 : 0;
 		cg_in_hook = 0;
-		atomic_store_explicit(&cg_state, s, memory_order_release);
+		cg_started(s);
 		return s == 2;
 	}
-	while ((s = atomic_load_explicit(&cg_state, memory_order_acquire)) == 1)
-		sched_yield();
-	return s == 2;
+	return cg_starting_wait(what);
 }
 
 /* CUDA state does not survive fork: the child starts with empty registries
  * and its own log file (%p), keeping the policy and the real functions. */
 static void after_fork_child(void)
 {
+	cg_starting_forked();
 	/* A start-up that another thread of the parent had under way has no
 	 * thread here to finish it: the child starts anew at its next hooked
 	 * call instead of waiting for it for ever. */

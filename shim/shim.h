@@ -173,8 +173,12 @@ void *cg_real_dlvsym(void *handle, const char *name, const char *version);
 extern const struct cg_policy *cg_policy;   /* valid once cg_ready() */
 extern void *cg_libcuda;                     /* the driver's handle, once ready */
 /* Lazy, thread-safe initialisation; false when libcuda is absent (the
- * library is then inert) or when called re-entrantly during init. */
-int cg_init(void);
+ * library is then inert), when called re-entrantly during init, or when
+ * another thread's start-up did not end in time: the call then passes
+ * unchecked, counted against `what` unless it is NULL (a lookup). */
+int cg_init(const char *what);
+/* The driver start-up loads: libcuda.so.1, or CTXGUARD_LIBCUDA (tests). */
+const char *cg_libcuda_name(void);
 /* A variable the shim reads outside the policy (a path it loads or
  * writes): NULL under secure execution, where the environment belongs to
  * the caller and not to the program's owner, as for CTXGUARD_* settings. */
@@ -185,11 +189,28 @@ const char *cg_user_env(const char *name);
  * off. */
 const char *cg_library_env(const char *name);
 extern _Atomic int cg_state;                 /* 2: ready */
-static inline int cg_ready(void)
+static inline int cg_ready(const char *what)
 {
-	return CG_LIKELY(atomic_load_explicit(&cg_state, memory_order_acquire) == 2) || cg_init();
+	return CG_LIKELY(atomic_load_explicit(&cg_state, memory_order_acquire) == 2) ||
+	       cg_init(what);
 }
 extern _Thread_local int cg_in_hook CG_TLS;         /* recursion guard */
+
+/* ---- calls while another thread starts the shim (shim/starting.c) ---- */
+
+/* Waits for that start-up a bounded time; cg_init's answer. */
+int cg_starting_wait(const char *what);
+/* Publishes start-up's outcome (cg_state) and, when ready, says what
+ * passed unchecked while it was under way. */
+void cg_started(int state);
+/* Start-up is under way on another thread: the real functions and the
+ * identity map are still being written, so they are looked up afresh. */
+int cg_starting_elsewhere(void);
+/* The real function behind v for a call passing through untouched. */
+void *cg_starting_real(const struct cg_variant *v);
+/* The hook that stands for real function p, looked up afresh. */
+void *cg_starting_hook(const void *real);
+void cg_starting_forked(void);           /* in a forked child */
 
 /* ---- registries (shim/registry.c) ---- */
 

@@ -230,6 +230,44 @@ START_TEST(fork_during_start_up)
 }
 END_TEST
 
+/* A thread inside dlopen (holding the loader lock) that makes hooked calls
+ * while another thread's start-up waits for that lock stops waiting after
+ * a bounded time instead of deadlocking: its lookups are answered as after
+ * start-up, its calls pass through unchecked, said once start-up is done
+ * (and an audit fails). */
+START_TEST(start_up_waits_for_the_loader_lock)
+{
+	char lib[4096], prog[4096], cupti[4200], policy[128], log[128], env_policy[160];
+	snprintf(lib, sizeof lib, "%s/tests/libs/libcgtest.so", build_dir());
+	snprintf(prog, sizeof prog, "%s/tests/progs/loaderlock", build_dir());
+	snprintf(cupti, sizeof cupti, "CTXGUARD_CUPTI=%s/fake/cupti/libcupti.so", build_dir());
+	snprintf(policy, sizeof policy, "/tmp/ctxguard-loaderlock-%d.conf", (int)getpid());
+	snprintf(log, sizeof log, "/tmp/ctxguard-loaderlock-%d.jsonl", (int)getpid());
+	snprintf(env_policy, sizeof env_policy, "CTXGUARD_POLICY=%s", policy);
+	FILE *f = fopen(policy, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs("mode = abort\n", f);
+	fclose(f);
+	unlink(log);
+	const char *env[] = {preload_without_shim(), env_policy, cupti, NULL};
+	const char *argv[] = {"ctxguard", "--audit", "--error-exitcode", "9", "--log", log,
+			      "--", prog, lib, policy, NULL};
+	spawn(&r, env, argv);
+	unlink(policy);
+	ck_assert_msg(exited(&r, 9) && strstr(r.out, "loaderlock: ok"), "status %#x\n%s%s",
+		      r.status, r.out, r.err);
+	ck_assert_msg(strstr(r.err, "ctxguard: 2 calls (the first cuGetErrorString) passed "
+				    "unchecked") &&
+			      strstr(r.err, "ctxguard: 1 process let calls pass unchecked"),
+		      "%s", r.err);
+	char *text = slurp(log);
+	ck_assert_msg(text && strstr(text, "\"event\":\"unchecked\"") &&
+			      strstr(text, "\"calls\":2,\"first\":\"cuGetErrorString\""),
+		      "%s", text ? text : log);
+	unlink(log);
+}
+END_TEST
+
 START_TEST(off_is_silent)
 {
 	scenario("off", "dlsym", "data", "launch", "cross", "expert", NULL);
@@ -431,6 +469,7 @@ static Suite *suite(void)
 	tcase_add_test(t, loads_after_start_up);
 	tcase_add_test(t, local_library_lookups_keep_the_caller);
 	tcase_add_test(t, fork_during_start_up);
+	tcase_add_test(t, start_up_waits_for_the_loader_lock);
 	tcase_add_test(t, scope_decides_for_other_kernels);
 	tcase_add_test(t, summary_line_at_exit);
 	tcase_add_test(t, bad_mode_falls_back_to_abort);
