@@ -134,7 +134,9 @@ struct Desc {
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
+/* until at most N committed groups of this warpgroup are pending */
+template <int N>
+__device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory"); }
 
 /* Pin accumulators after a wait so the compiler reads them only then. */
 template <int N>
@@ -190,6 +192,17 @@ __device__ __forceinline__ void wgmma_fp8(float (&d)[64], uint64_t da, uint64_t 
 	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
 		     "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 " CG_R64 ", %64, %65, p, 1, 1;\n}\n"
 		     : CG_F64(d, 0)
+		     : "l"(da), "l"(db), "r"(scale_d));
+}
+
+/* D(64 x 64, fp32) (+)= A(64 x 32) * B(32 x 64), e4m3, both K-major. */
+__device__ __forceinline__ void wgmma_fp8(float (&d)[32], uint64_t da, uint64_t db, int scale_d)
+{
+	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+		     "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 "
+		     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "
+		     "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1;\n}\n"
+		     : CG_F16(d, 0), CG_F16(d, 16)
 		     : "l"(da), "l"(db), "r"(scale_d));
 }
 
@@ -280,6 +293,9 @@ struct Sm90 {
 	static constexpr int ACC = WN / 2; /* fp32 per thread: 64 x WN per warpgroup */
 	static constexpr int NSB = BN / 128; /* fp8: 128-column scale blocks per tile */
 	static constexpr int NH = WN / 128;  /* ... per warpgroup */
+	/* fp8: columns of one wgmma pass into partial sums; 256 columns a
+	 * warpgroup take four passes of 64, pipelined (the consumer loop) */
+	static constexpr int PW = WN == 256 ? 64 : 128;
 	/* fp8: each stage's scales (gmm_kernels.h); sfa from float SFA_AT on,
 	 * W floats per row: 4 where row-major sfa comes by TMA (the 4 k blocks
 	 * holding the stage's), else 1 (MN-major sfa by TMA, or the scale warp's
@@ -563,10 +579,10 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 	const Desc a_desc(smem_u32(sa) + r0 * 128, 16, 1024);
 	const Desc b_desc(smem_u32(sb) + c0 * 128, NK ? 16 : BK * 128, 1024);
 	float acc[C::ACC];
-	float tmp[FP8 ? 64 : 1];
+	float part[2][FP8 ? C::PW / 2 : 1]; /* fp8: two sets of partial sums */
 #pragma unroll
-	for (int i = 0; i < (FP8 ? 64 : 1); ++i)
-		tmp[i] = 0.f;
+	for (int i = 0; i < (FP8 ? C::PW / 2 : 1); ++i)
+		part[0][i] = part[1][i] = 0.f;
 	uint32_t parity = 0;
 	const bool epi_tma = EPI_TMA && (a.flags & CG_GMM_ARG_D_TMA);
 	const bool leader = (threadIdx.x & 127) == 0;
@@ -607,30 +623,43 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 #pragma unroll
 				for (int h = 0; h < C::NH; ++h)
 					sb_h[h] = slot[c0 / 128 + h];
-				/* per 128-channel block: fresh fp32 partial sums in tmp, then
-				 * acc += tmp * sfa[row] * sfb[block] (DeepGEMM's promotion) */
+				/* per 128-channel block: fresh fp32 partial sums, then
+				 * acc += partial * sfa[row] * sfb[block] (DeepGEMM's
+				 * promotion).  Passes alternate between two sets of partial
+				 * sums, each promoted while the next pass computes (measured,
+				 * 256 columns as four passes of 64 against two of 128 each
+				 * waited for: level to 2.6% faster; kernels/NOTES.md v20). */
+				constexpr int NP = C::WN / C::PW;
+				auto promote = [&](int p) {
+					float(&t)[C::PW / 2] = part[p & 1];
+					fence_regs(t);
+					const float sb = sb_h[p * C::PW / 128];
+					const float s0 = sa_0 * sb, s1 = sa_1 * sb;
 #pragma unroll
-				for (int h = 0; h < C::NH; ++h) {
+					for (int i = 0; i < C::PW / 2; ++i)
+						acc[p * C::PW / 2 + i] = fmaf(t[i], (i & 2) ? s1 : s0, acc[p * C::PW / 2 + i]);
+				};
+#pragma unroll
+				for (int p = 0; p < NP; ++p) {
 					wgmma_fence();
 #pragma unroll
 					for (int k = 0; k < BK / 32; ++k)
-						wgmma_fp8(tmp, a_desc.at(ad + k * 32), b_desc.at(bd + h * 128 * 128 + k * 32),
-							  k != 0);
+						wgmma_fp8(part[p & 1], a_desc.at(ad + k * 32),
+							  b_desc.at(bd + p * C::PW * 128 + k * 32), k != 0);
 					wgmma_commit();
-					if (h == 0 && epi_tma && leader)
+					if (p == 0 && epi_tma && leader)
 						pend.issue_one(tmd, dbuf);
-					wgmma_wait_all();
-					fence_regs(tmp);
-					if (h == C::NH - 1) { /* stage read: release it before the last promotion */
-						__syncwarp();
-						if (lane == 0)
-							mbar_arrive(&empty[stage]);
+					if (p > 0) {
+						wgmma_wait<1>();
+						promote(p - 1);
 					}
-					const float s0 = sa_0 * sb_h[h], s1 = sa_1 * sb_h[h];
-#pragma unroll
-					for (int i = 0; i < 64; ++i)
-						acc[h * 64 + i] = fmaf(tmp[i], (i & 2) ? s1 : s0, acc[h * 64 + i]);
 				}
+				wgmma_wait<0>();
+				/* stage read: release it before the last promotion */
+				__syncwarp();
+				if (lane == 0)
+					mbar_arrive(&empty[stage]);
+				promote(NP - 1);
 			} else {
 				wgmma_fence();
 #pragma unroll
@@ -640,7 +669,7 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 				wgmma_commit();
 				if (epi_tma && leader)
 					pend.issue_one(tmd, dbuf);
-				wgmma_wait_all();
+				wgmma_wait<0>();
 				fence_regs(acc);
 				__syncwarp();
 				if (lane == 0)
