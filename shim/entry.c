@@ -62,15 +62,19 @@ static int ident_cmp(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+void *cg_variant_real(void *libcuda, const struct cg_variant *v)
+{
+	void *p = cg_real_dlsym(libcuda, v->symbol);
+	/* Never one of our own wrappers as "real": that would recurse
+	 * forever. */
+	return p == v->hook ? NULL : p;
+}
+
 void cg_entry_resolve(void *libcuda)
 {
 	nidents = 0;
 	for (int i = 0; i < CG_NVARIANTS; i++) {
-		void *p = cg_real_dlsym(libcuda, cg_variants[i].symbol);
-		/* Never store one of our own wrappers as "real": that would
-		 * recurse forever. */
-		if (p == cg_variants[i].hook)
-			p = NULL;
+		void *p = cg_variant_real(libcuda, &cg_variants[i]);
 		cg_variants[i].real = p;
 		if (p)
 			idents[nidents++] = (struct ident){p, i};

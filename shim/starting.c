@@ -86,20 +86,13 @@ int cg_starting_elsewhere(void)
 	return starting() && !cg_in_hook;
 }
 
-/* libcuda's own function for v, as cg_entry_resolve() finds it. */
-static void *lookup(void *libcuda, const struct cg_variant *v)
-{
-	void *p = cg_real_dlsym(libcuda, v->symbol);
-	return p == v->hook ? NULL : p;
-}
-
 void *cg_starting_real(const struct cg_variant *v)
 {
 	/* Written by the start-up that ended, or by this very thread. */
 	if (atomic_load_explicit(&cg_state, memory_order_acquire) >= 2 || cg_in_hook)
 		return v->real;
 	void *h = dlopen(cg_libcuda_name(), RTLD_LAZY | RTLD_NOLOAD);
-	void *p = h ? lookup(h, v) : NULL;
+	void *p = h ? cg_variant_real(h, v) : NULL;
 	if (h)
 		dlclose(h);
 	return p;
@@ -110,7 +103,7 @@ void *cg_starting_hook(const void *real)
 	void *h = dlopen(cg_libcuda_name(), RTLD_LAZY | RTLD_NOLOAD);
 	void *hook = NULL;
 	for (int i = 0; h && !hook && i < CG_NVARIANTS; i++)
-		if (lookup(h, &cg_variants[i]) == real)
+		if (cg_variant_real(h, &cg_variants[i]) == real)
 			hook = cg_variants[i].hook;
 	if (h)
 		dlclose(h);

@@ -379,20 +379,30 @@ START_TEST(helper_is_rehomed_with_its_attributes)
 }
 END_TEST
 
-/* A module loaded from a file is loaded again from that file. */
-START_TEST(file_module_is_rehomed)
+static const char helper_image[] = "//ctxguard-fake-image\n.kernel " HELPER " 8,8,4\n";
+
+/* HELPER from a module loaded in device 0's context from a file made from
+ * the template path; the caller unlinks it. */
+static CUfunction helper_from_file(char *path)
 {
-	char path[] = "/tmp/ctxguard-rehome-XXXXXX";
 	int fd = mkstemp(path);
 	ck_assert_int_ge(fd, 0);
-	static const char text[] = "//ctxguard-fake-image\n.kernel " HELPER " 8,8,4\n";
-	ck_assert_int_eq(write(fd, text, sizeof text - 1), (ssize_t)(sizeof text - 1));
+	ck_assert_int_eq(write(fd, helper_image, sizeof helper_image - 1),
+			 (ssize_t)(sizeof helper_image - 1));
 	close(fd);
 	CUmodule mod;
 	CUfunction f;
 	ck_assert_int_eq(cuCtxSetCurrent(ctx[0]), CUDA_SUCCESS);
 	ck_assert_int_eq(cuModuleLoad(&mod, path), CUDA_SUCCESS);
 	ck_assert_int_eq(cuModuleGetFunction(&f, mod, HELPER), CUDA_SUCCESS);
+	return f;
+}
+
+/* A module loaded from a file is loaded again from that file. */
+START_TEST(file_module_is_rehomed)
+{
+	char path[] = "/tmp/ctxguard-rehome-XXXXXX";
+	CUfunction f = helper_from_file(path);
 	fake_trace_start();
 	unsigned mn = 128;
 	void *params[] = {&a, &d, &mn};
@@ -458,8 +468,6 @@ START_TEST(library_function_is_rehomed)
 END_TEST
 
 /* The helper alone, as a module of the program's. */
-static const char helper_image[] = "//ctxguard-fake-image\n.kernel " HELPER " 8,8,4\n";
-
 static int live(CUmodule mod)
 {
 	unsigned n;
@@ -644,16 +652,7 @@ END_TEST
 START_TEST(function_missing_from_its_image_is_tried_once)
 {
 	char path[] = "/tmp/ctxguard-rehome-XXXXXX";
-	int fd = mkstemp(path);
-	ck_assert_int_ge(fd, 0);
-	ck_assert_int_eq(write(fd, helper_image, sizeof helper_image - 1),
-			 (ssize_t)(sizeof helper_image - 1));
-	close(fd);
-	CUmodule mod;
-	CUfunction f;
-	ck_assert_int_eq(cuCtxSetCurrent(ctx[0]), CUDA_SUCCESS);
-	ck_assert_int_eq(cuModuleLoad(&mod, path), CUDA_SUCCESS);
-	ck_assert_int_eq(cuModuleGetFunction(&f, mod, HELPER), CUDA_SUCCESS);
+	CUfunction f = helper_from_file(path);
 	FILE *w = fopen(path, "w");
 	ck_assert_ptr_nonnull(w);
 	fputs(producer_image, w);
