@@ -22,10 +22,11 @@ static void unmapped(const char *symbol, int version, cuuint64_t flags, void *p)
 		cg_stderr("ctxguard: cuGetProcAddress(\"%s\", %d, %#llx) returned %p, "
 			  "which is not a libcuda export ctxguard knows: calls through it "
 			  "are not checked\n", symbol, version, (unsigned long long)flags, p);
-		/* Another thread starting the shim is still opening the log. */
+		/* Another thread starting the shim is still opening the log.
+		 * "version" is every record's own: ctxguard's. */
 		if (!cg_starting_elsewhere())
 			cg_log_event("unmapped",
-				     "\"symbol\":\"%s\",\"version\":%d,\"flags\":%llu",
+				     "\"symbol\":\"%s\",\"cuda_version\":%d,\"flags\":%llu",
 				     symbol, version, (unsigned long long)flags);
 		return;
 	}

@@ -268,6 +268,41 @@ START_TEST(start_up_waits_for_the_loader_lock)
 }
 END_TEST
 
+/* An entry point that cuGetProcAddress answers with a function ctxguard
+ * cannot map to its wrapper (no libcuda export) escapes the hooks: here
+ * cuGetErrorString gives the driver's own text for a refused launch.  Said
+ * once on stderr and in an "unmapped" log record, whose CUDA version is
+ * cuda_version (version is ctxguard's, in every record). */
+START_TEST(unmapped_entry_point_is_said)
+{
+	char log[128], env_log[160];
+	snprintf(log, sizeof log, "/tmp/ctxguard-unmapped-%d.jsonl", (int)getpid());
+	snprintf(env_log, sizeof env_log, "CTXGUARD_LOG=%s", log);
+	unlink(log);
+	const char *env[] = {"CTXGUARD_MODE=error", "FAKE_CUDA_UNEXPORTED=1", env_log, NULL};
+	const char *argv[] = {"tests/progs/scenario", "procaddr", "data", "launch", "cross",
+			      "expert", NULL};
+	spawn(&r, env, argv);
+	ck_assert_msg(exited(&r, 3) && strstr(r.out, "launch: 400") &&
+			      !strstr(r.out, cg_deepgemm_message),
+		      "status %#x\n%s%s", r.status, r.out, r.err);
+	ck_assert_msg(count_of(r.err, "ctxguard: cuGetProcAddress(\"cuGetErrorString\", 6000, 0) "
+				      "returned ") == 1 &&
+			      strstr(r.err, "which is not a libcuda export ctxguard knows"),
+		      "%s", r.err);
+	char *text = slurp(log);
+	unlink(log);
+	const char *rec = text ? strstr(text, "{\"event\":\"unmapped\",") : NULL;
+	ck_assert_msg(rec, "%s", text ? text : "no log");
+	char line[1024];
+	snprintf(line, sizeof line, "%.*s", (int)strcspn(rec, "\n"), rec);
+	ck_assert_msg(strstr(line, ",\"symbol\":\"cuGetErrorString\",\"cuda_version\":6000,"
+				   "\"flags\":0}") &&
+			      count_of(line, "\"version\":") == 1,
+		      "%s", line);
+}
+END_TEST
+
 START_TEST(off_is_silent)
 {
 	scenario("off", "dlsym", "data", "launch", "cross", "expert", NULL);
@@ -466,6 +501,7 @@ static Suite *suite(void)
 	tcase_add_test(t, warn_reports_and_launches);
 	tcase_add_test(t, lost_log_records_are_reported);
 	tcase_add_test(t, off_is_silent);
+	tcase_add_test(t, unmapped_entry_point_is_said);
 	tcase_add_test(t, loads_after_start_up);
 	tcase_add_test(t, local_library_lookups_keep_the_caller);
 	tcase_add_test(t, fork_during_start_up);

@@ -5,6 +5,7 @@
  * driver does; the build links with -Bsymbolic so the address is this library's own even
  * when a preloaded library defines the same name.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "fake.h"
@@ -211,6 +212,23 @@ static const struct proc *newest(const char *symbol, int version, bool per_threa
 	return best;
 }
 
+/* FAKE_CUDA_UNEXPORTED=1: cuGetErrorString is answered with this function of the fake's own,
+ * which it does not export (a driver may hand out internal functions): no shim can map it to
+ * its wrapper. Read at each lookup. */
+static CUresult unexported_cuGetErrorString(CUresult error, const char **str)
+{
+	return cuGetErrorString(error, str);
+}
+
+static void *answer(const struct proc *p)
+{
+	if (!p)
+		return NULL;
+	return p->fn == (void *)cuGetErrorString && getenv("FAKE_CUDA_UNEXPORTED")
+		       ? (void *)unexported_cuGetErrorString
+		       : p->fn;
+}
+
 static CUresult lookup(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
 		       CUdriverProcAddressQueryResult *status)
 {
@@ -225,7 +243,7 @@ static CUresult lookup(const char *symbol, void **pfn, int cudaVersion, cuuint64
 		p = newest(symbol, cudaVersion, true, &known);
 	if (!p)
 		p = newest(symbol, cudaVersion, false, &known);
-	*pfn = p ? p->fn : NULL;
+	*pfn = answer(p);
 	if (status)
 		*status = p	  ? CU_GET_PROC_ADDRESS_SUCCESS
 			  : known ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
