@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
-#include <syslog.h>
 #include <unistd.h>
 
 #include "redirect.h"
@@ -106,7 +105,7 @@ CUresult cg_act_as(struct cg_crossing *c, const struct cg_fn *fn, int action)
 		enum { JSON = 12288, REPORT = 16384 };
 		char *buf = malloc(JSON + REPORT);
 		if (buf) {
-			cg_log_crossing(c, action == CG_ACT_WARN ? LOG_WARNING : LOG_ERR, buf, JSON);
+			cg_log_crossing(c, buf, JSON);
 			cg_format_report(buf + JSON, REPORT, cg_policy, c);
 			cg_write_stderr(buf + JSON);
 			free(buf);

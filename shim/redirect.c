@@ -18,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <syslog.h>
 
 #include "decode.h"
 #include "redirect.h"
@@ -431,7 +430,7 @@ static void log_redirect(struct cg_crossing *c)
 			return;
 		pthread_setspecific(json_key, json);
 	}
-	cg_log_crossing(c, LOG_NOTICE, json, JSON);
+	cg_log_crossing(c, json, JSON);
 }
 
 /* Where a redirect comes from: the function's device for kind (a), the

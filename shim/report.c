@@ -111,7 +111,7 @@ static const char *plural(unsigned long n, const char *one, const char *many)
 }
 
 /* %p, %h and %r in the path give each process, host and rank its own
- * file; "syslog[:SOCKET]" sends crossings to syslog instead. */
+ * file; "syslog[:SOCKET]" sends records to syslog instead (those it takes). */
 static void open_log(void)
 {
 	const char *tpl = cg_policy->log_path;
@@ -136,16 +136,20 @@ static void open_log(void)
 }
 
 /* One write per line, so lines of concurrent threads never interleave:
- * {"event":"X" + ,"time":..,"tid":.. + the identity + the rest + \n. */
-void cg_log_record(const char *json, int syslog_prio)
+ * {"event":"X" + ,"time":..,"tid":.. + the identity + the rest + \n.
+ * action: a crossing's, else CG_ACT_UNSET. */
+static void log_record(const char *json, int action)
 {
 	if (log_fd == LOG_REOPEN)
 		open_log();
-	if (log_fd == LOG_NONE || (log_fd == LOG_SYSLOG && syslog_prio < 0))
+	if (log_fd == LOG_NONE)
 		return;
 	/* Every record starts with its event (cg_format_json, cg_log_event):
 	 * after {"event":" come the name and its closing quote. */
 	const char *q = strncmp(json, "{\"event\":\"", 10) == 0 ? strchr(json + 10, '"') : NULL;
+	int prio = q ? cg_syslog_priority(json + 10, (size_t)(q - json - 10), action) : -1;
+	if (log_fd == LOG_SYSLOG && prio < 0)
+		return;
 	size_t head = q ? (size_t)(q + 1 - json) : 1;
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
@@ -159,7 +163,7 @@ void cg_log_record(const char *json, int syslog_prio)
 			     {(void *)who, strlen(who)},
 			     {(void *)(json + head), strlen(json + head)}, {"\n", 1}};
 	if (log_fd == LOG_SYSLOG)
-		cg_syslog_send(syslog_prio, v, 4);
+		cg_syslog_send(prio, v, 4);
 	else if (!write_vec(log_fd, v, 5))
 		cg_count(CG_C_LOG_LOST);
 }
@@ -200,21 +204,21 @@ void cg_log_event(const char *event, const char *fmt, ...)
 	va_end(ap);
 	char *l = b ? format(line, sizeof line, "{\"event\":\"%s\"%s%s}", event, *b ? "," : "", b) : NULL;
 	if (l)
-		cg_log_record(l, -1);
+		log_record(l, CG_ACT_UNSET);
 	if (l != line)
 		free(l);
 	if (b != body)
 		free(b);
 }
 
-void cg_log_crossing(const struct cg_crossing *c, int syslog_prio, char *buf, size_t n)
+void cg_log_crossing(const struct cg_crossing *c, char *buf, size_t n)
 {
 	size_t len = cg_format_json(buf, n, cg_policy, c);
 	char *big = len < n ? buf : malloc(len + 1);
 	if (big && big != buf)
 		cg_format_json(big, len + 1, cg_policy, c);
 	if (big)
-		cg_log_record(big, syslog_prio);
+		log_record(big, c->action);
 	if (big != buf)
 		free(big);
 }

@@ -482,15 +482,15 @@ unsigned long cg_counter_total(enum cg_counter c);
 void cg_count_variant(int variant);
 void cg_report_start(void);              /* once, at init */
 void cg_report_forked(void);             /* in a forked child */
-/* One JSON object {"event":"...",...} per line, time, host, pid, tid and
- * job added after the event; syslog_prio (LOG_WARNING...) sends it to
- * syslog under `log = syslog`, -1 keeps it out. */
-void cg_log_record(const char *json, int syslog_prio);
+/* One JSON object {"event":"...",...} per line of the log, time, host,
+ * pid, tid and job added after the event; under `log = syslog` only the
+ * events shim/report.c lists go there. */
 void cg_log_event(const char *event, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
-/* A crossing's record (cg_format_json) through cg_log_record: in buf when
- * it fits in n bytes, else in one of its length, never cut short. */
-void cg_log_crossing(const struct cg_crossing *c, int syslog_prio, char *buf, size_t n);
+/* A crossing's record (cg_format_json), at its action's syslog priority:
+ * in buf when it fits in n bytes, else in one of its length, never cut
+ * short. */
+void cg_log_crossing(const struct cg_crossing *c, char *buf, size_t n);
 void cg_stderr(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void cg_write_stderr(const char *s);
 void cg_status_crossing(int action);         /* for the ctxguard command */
@@ -513,6 +513,9 @@ void cg_identity_forked(void);               /* re-read on next use */
 /* "syslog" or "syslog:SOCKET" (default /dev/log): whether path names it. */
 int cg_syslog_named(const char *path);
 void cg_syslog_open(const char *path);
+/* The priority of a record of event (len bytes) and action (a crossing's,
+ * else CG_ACT_UNSET), -1 when syslog does not take it. */
+int cg_syslog_priority(const char *event, size_t len, int action);
 void cg_syslog_send(int prio, const struct iovec *v, int n);
 
 /* ---- metrics (shim/metrics.c) ---- */

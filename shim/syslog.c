@@ -1,6 +1,7 @@
-/* `log = syslog`: one datagram per crossing to the local syslog socket,
- * where journald or rsyslog picks it up, so an operator collects nothing
- * from the nodes' disks.  Written here rather than with syslog(3), whose
+/* `log = syslog`: one datagram per crossing, and per record that says the
+ * process ran partly unchecked, to the local syslog socket, where journald
+ * or rsyslog picks it up, so an operator collects nothing from the nodes'
+ * disks.  Written here rather than with syslog(3), whose
  * one process-wide connection belongs to the program; "syslog:SOCKET"
  * names another socket (a container's mounted /dev/log, a test's). */
 #include <errno.h>
@@ -38,6 +39,42 @@ void cg_syslog_open(const char *path)
 	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		cg_stderr("ctxguard: no socket for syslog: %s (not logging)\n", strerror(errno));
+}
+
+/* Which records syslog takes, and at what priority: the one place that
+ * decides.  A crossing at its action's.  A record saying that the process
+ * ran partly unchecked (unchecked and unhooked also fail `ctxguard
+ * --audit`) at warning, or err where the policy's mode stops crossings: an
+ * operator who enforces through syslog sees the gaps too.  Each of those
+ * is said a few times at most (unchecked once per start-up, unhooked for
+ * the first four launches, unmapped once per entry point).  Every other
+ * record (start, summary, backstop...) stays out. */
+enum by { ACTION, MODE };
+static const struct {
+	const char *event;
+	enum by by;
+} to_syslog[] = {
+	{"crossing", ACTION},
+	{"unchecked", MODE},
+	{"unhooked", MODE},
+	{"unmapped", MODE},
+};
+
+int cg_syslog_priority(const char *event, size_t len, int action)
+{
+	static const int by_action[] = {
+		[CG_ACT_OFF] = -1, [CG_ACT_WARN] = LOG_WARNING, [CG_ACT_ERROR] = LOG_ERR,
+		[CG_ACT_ABORT] = LOG_ERR, [CG_ACT_REDIRECT] = LOG_NOTICE,
+	};
+	for (size_t i = 0; i < sizeof to_syslog / sizeof to_syslog[0]; i++) {
+		if (strlen(to_syslog[i].event) != len || memcmp(event, to_syslog[i].event, len) != 0)
+			continue;
+		int mode = cg_policy->mode;
+		if (to_syslog[i].by == MODE)
+			return mode == CG_ACT_ERROR || mode == CG_ACT_ABORT ? LOG_ERR : LOG_WARNING;
+		return action >= 0 ? by_action[action] : -1;
+	}
+	return -1;
 }
 
 /* "<prio>Mmm dd hh:mm:ss ctxguard[pid]: " and the record, as syslog(3)

@@ -1,8 +1,9 @@
 /* What an operator collects from a fleet: each record's time, host, pid,
  * tid, version and job identity (present and absent), both devices' PCI
- * bus id and UUID, log path expansion, syslog, the metrics file, a fork
- * child's identity, and silence from a process that did nothing.  Runs in
- * the Check binary itself, under the shim, each test in its own process. */
+ * bus id and UUID, log path expansion, syslog (crossings, and the records
+ * that fail an audit), the metrics file, a fork child's identity, and
+ * silence from a process that did nothing.  Runs in the Check binary
+ * itself, under the shim, each test in its own process. */
 #include <check.h>
 #include <pthread.h>
 #include <cuda.h>
@@ -18,6 +19,7 @@
 #include "../policy/policy.h"
 #include "suite.h"
 #include "spawn.h"
+#include "tmpdir.h"
 
 #define EXPERT "_ZN9deep_gemm19sm90_bf16_gemm_implILj0EEEvPijjj14CUtensorMap_stS2_S2_"
 static const char image[] = "//ctxguard-fake-image\n.kernel " EXPERT " 8,4,4,4,128,128,128\n";
@@ -216,21 +218,36 @@ START_TEST(log_path_expands)
 }
 END_TEST
 
-/* A datagram socket of the test's own stands in for /dev/log: one line
- * per crossing, at the action's priority, nothing else. */
+/* A datagram socket of the test's own stands in for /dev/log, named in
+ * CTXGUARD_LOG; syslog_close removes it. */
+static struct sockaddr_un syslog_addr = {.sun_family = AF_UNIX};
+
+static int syslog_socket(void)
+{
+	snprintf(syslog_addr.sun_path, sizeof syslog_addr.sun_path, "/tmp/ctxguard-fleet-%d.sock",
+		 (int)getpid());
+	unlink(syslog_addr.sun_path);
+	int s = socket(AF_UNIX, SOCK_DGRAM, 0);
+	ck_assert_int_ge(s, 0);
+	ck_assert_int_eq(bind(s, (struct sockaddr *)&syslog_addr, sizeof syslog_addr), 0);
+	char log[160];
+	snprintf(log, sizeof log, "syslog:%s", syslog_addr.sun_path);
+	setenv("CTXGUARD_LOG", log, 1);
+	return s;
+}
+
+static void syslog_close(int s)
+{
+	close(s);
+	unlink(syslog_addr.sun_path);
+}
+
+/* One line per crossing, at the action's priority, nothing else. */
 START_TEST(syslog_gets_one_line_per_crossing)
 {
 	static const char *const modes[] = {"warn", "error"};
 	static const char *const prio[] = {"<12>", "<11>"};   /* LOG_USER|LOG_WARNING, |LOG_ERR */
-	struct sockaddr_un a = {.sun_family = AF_UNIX};
-	snprintf(a.sun_path, sizeof a.sun_path, "/tmp/ctxguard-fleet-%d.sock", (int)getpid());
-	unlink(a.sun_path);
-	int s = socket(AF_UNIX, SOCK_DGRAM, 0);
-	ck_assert_int_ge(s, 0);
-	ck_assert_int_eq(bind(s, (struct sockaddr *)&a, sizeof a), 0);
-	char log[160];
-	snprintf(log, sizeof log, "syslog:%s", a.sun_path);
-	setenv("CTXGUARD_LOG", log, 1);
+	int s = syslog_socket();
 	setenv("RANK", "4", 1);
 	setup(modes[_i]);
 	cross();
@@ -249,8 +266,84 @@ START_TEST(syslog_gets_one_line_per_crossing)
 		ck_assert_ptr_null(strchr(buf, '\n'));
 	}
 	ck_assert_int_lt(recv(s, buf, sizeof buf, MSG_DONTWAIT), 0);
-	close(s);
-	unlink(a.sun_path);
+	syslog_close(s);
+}
+END_TEST
+
+/* The children of syslog_gets_the_audit_records, each making one record
+ * that says the process ran partly unchecked. */
+static void constructor_during_start_up(void)
+{
+	char lib[4096], policy[128], env_policy[160];
+	snprintf(lib, sizeof lib, "%s/tests/libs/libcgtest.so", build_dir());
+	snprintf(policy, sizeof policy, "/tmp/ctxguard-fleet-%d.conf", (int)getpid());
+	snprintf(env_policy, sizeof env_policy, "CTXGUARD_POLICY=%s", policy);
+	write_to(policy, "# watched by the constructor\n", 0);
+	const char *env[] = {env_policy, NULL};
+	const char *argv[] = {"tests/progs/loaderlock", lib, policy, NULL};
+	spawn(&r, env, argv);
+	unlink(policy);
+}
+
+static void launch_past_the_hooks(void)
+{
+	char cupti[4200];
+	snprintf(cupti, sizeof cupti, "CTXGUARD_CUPTI=%s/fake/cupti/libcupti.so", build_dir());
+	const char *env[] = {"CTXGUARD_BACKSTOP=on", cupti, NULL};
+	const char *argv[] = {"tests/progs/unhooked", "launch", "same", "none", NULL};
+	spawn(&r, env, argv);
+}
+
+static void lookup_unexported(void)
+{
+	setenv("FAKE_CUDA_UNEXPORTED", "1", 1);
+	void *p = NULL;
+	CUdriverProcAddressQueryResult status;
+	if (cuGetProcAddress("cuGetErrorString", &p, 12000, 0, &status) != CUDA_SUCCESS || !p)
+		exit(21);
+}
+
+static void unmapped_lookup(void)
+{
+	spawn_fn(&r, lookup_unexported);
+}
+
+static const struct {
+	void (*run)(void);         /* the child, its output in r */
+	const char *record;        /* the line's record, from its start */
+	const char *holds;         /* a part of it */
+} audit_records[] = {
+	{constructor_during_start_up, "]: {\"event\":\"unchecked\",",
+	 "\"calls\":2,\"first\":\"cuGetErrorString\""},
+	{launch_past_the_hooks, "]: {\"event\":\"unhooked\",",
+	 "\"api\":\"cuLaunchKernel\",\"kernel\":\"" EXPERT "\""},
+	{unmapped_lookup, "]: {\"event\":\"unmapped\",",
+	 "\"symbol\":\"cuGetErrorString\",\"cuda_version\":12000,"},
+};
+
+/* The records that say a process ran partly unchecked go to syslog too,
+ * once each, at warning, err when the policy's mode stops crossings; the
+ * start, backstop and summary records of those processes do not. */
+START_TEST(syslog_gets_the_audit_records)
+{
+	static const char *const modes[] = {"warn", "redirect", "error", "abort"};
+	static const char *const prio[] = {"<12>", "<12>", "<11>", "<11>"};
+	int m = _i % 4, k = _i / 4;
+	int s = syslog_socket();
+	setenv("CTXGUARD_MODE", modes[m], 1);
+	audit_records[k].run();
+	ck_assert_msg(exited(&r, 0), "status %#x\n%s%s", r.status, r.out, r.err);
+	char buf[16384];
+	int lines = 0;
+	for (ssize_t n; (n = recv(s, buf, sizeof buf - 1, MSG_DONTWAIT)) > 0; lines++) {
+		buf[n] = 0;
+		ck_assert_msg(strncmp(buf, prio[m], 4) == 0, "%s: %s", modes[m], buf);
+		assert_has(buf, audit_records[k].record);
+		assert_has(buf, audit_records[k].holds);
+	}
+	ck_assert_msg(lines == 1, "%d lines on syslog for %s\n%s", lines, audit_records[k].record,
+		      r.err);
+	syslog_close(s);
 }
 END_TEST
 
@@ -429,6 +522,8 @@ int main(void)
 	tcase_add_test(t, no_job_no_job_keys);
 	tcase_add_loop_test(t, log_path_expands, 0, 4);
 	tcase_add_loop_test(t, syslog_gets_one_line_per_crossing, 0, 2);
+	tcase_add_loop_test(t, syslog_gets_the_audit_records, 0,
+			    4 * (int)(sizeof audit_records / sizeof audit_records[0]));
 	tcase_add_test(t, metrics_file_at_exit);
 	tcase_add_test(t, fork_child_reads_its_identity);
 	tcase_add_test(t, fork_child_asks_names_its_parent_was_asking);
