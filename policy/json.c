@@ -151,6 +151,12 @@ size_t cg_format_json(char *buf, size_t n, const struct cg_policy *p,
 	if (c->action == CG_ACT_REDIRECT) {
 		put_int(&o, "redirect_dev", c->redirect_dev);
 		put_string(&o, "redirect_via", c->redirect_via);
+		if (c->host_wait.failed) {
+			put_string(&o, "redirect_order_failed", c->host_wait.failed);
+			put_int(&o, "redirect_order_error", c->host_wait.error);
+			put_string(&o, "redirect_host_wait", c->host_wait.call);
+			put_int(&o, "redirect_host_wait_error", c->host_wait.result);
+		}
 	}
 	cg_out_putc(&o, '}');
 	return o.len;

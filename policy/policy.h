@@ -134,6 +134,17 @@ struct cg_operand {
 	const char *uuid;          /* dev's UUID, NULL: unknown */
 };
 
+/* A redirect whose work was queued but could not be ordered after it: the
+ * ordering call that failed (and on which stream) with its error, then the
+ * host's wait for the work (cuEventSynchronize or cuStreamSynchronize)
+ * with its result. */
+struct cg_host_wait {
+	const char *failed;        /* NULL: the work was ordered, no wait */
+	int error;
+	const char *call;
+	int result;
+};
+
 /* A crossing, as the shim saw it; formatting is pure. */
 struct cg_crossing {
 	char kind;                 /* 'a': owner context, 'b': operand */
@@ -159,6 +170,7 @@ struct cg_crossing {
 	/* action redirect */
 	int redirect_dev;          /* where the work ran */
 	const char *redirect_via;  /* bundled entry point, or "re-homed" */
+	struct cg_host_wait host_wait;
 	/* seen by the CUPTI backstop: the launch bypassed the hooks, and
 	 * `asked` is the policy's action (one that refuses became abort) */
 	int unhooked;

@@ -301,27 +301,34 @@ static int gone(size_t i, CUresult rc)
 		}                                                        \
 	} while (0)
 
+/* what failed: said in why, kept for a host wait's record */
 #define FAIL(call, what)                                                                     \
 	do {                                                                                 \
 		CUresult rc_ = (call);                                                       \
 		if (rc_ != CUDA_SUCCESS) {                                                   \
 			snprintf(why, n, "%s failed (error %d)", what, (int)rc_);            \
+			failed = what;                                                       \
 			rc = rc_;                                                            \
 			goto out;                                                            \
 		}                                                                            \
 	} while (0)
 
 /* How far ordered() got with the work: not queued (a failure falls back),
- * queued and ordered, or queued and waited for by the host. */
-enum queued { NOT_QUEUED, QUEUED, WAITED };
+ * or queued; then, when ordering it failed, how the host waited for it. */
+struct progress {
+	int queued;
+	struct cg_host_wait wait;  /* failed NULL: ordered */
+};
 
 static CUresult ordered(const struct plan *p, const struct cg_launch *l, const struct cg_fn *fn,
-			CUstream s, CUcontext launch_ctx, enum queued *q, char *why, size_t n)
+			CUstream s, CUcontext launch_ctx, struct progress *progress, char *why,
+			size_t n)
 {
 	CUstream known[MAX_KNOWN], t = NULL;
 	CUevent before = NULL, inside = NULL, after = NULL;
 	CUcontext popped;
 	CUresult rc = CUDA_SUCCESS;
+	const char *failed = NULL;
 	int recorded = 0;
 	size_t nk = cg_streams_of(p->target, known, MAX_KNOWN);
 	if (nk > MAX_KNOWN) {
@@ -368,7 +375,7 @@ static CUresult ordered(const struct plan *p, const struct cg_launch *l, const s
 	}
 	if ((rc = run(p, l, fn, t, why, n)) != CUDA_SUCCESS)
 		goto out;
-	*q = QUEUED;
+	progress->queued = 1;
 	FAIL(cg_call.cuEventRecord(after, t), "cuEventRecord on ctxguard's stream");
 	recorded = 1;
 	for (size_t i = 0; i < nk; i++) {
@@ -378,8 +385,10 @@ static CUresult ordered(const struct plan *p, const struct cg_launch *l, const s
 	}
 	cg_call.cuCtxPopCurrent_v2(&popped);
 	/* Back in the launch context: S may be one of its default streams. */
-	if ((rc = cg_call.cuStreamWaitEvent(s, after, 0)) != CUDA_SUCCESS)
-		snprintf(why, n, "cuStreamWaitEvent on the launch stream failed (error %d)", (int)rc);
+	if ((rc = cg_call.cuStreamWaitEvent(s, after, 0)) != CUDA_SUCCESS) {
+		failed = "cuStreamWaitEvent on the launch stream";
+		snprintf(why, n, "%s failed (error %d)", failed, (int)rc);
+	}
 	goto give;
 out:
 	cg_call.cuCtxPopCurrent_v2(&popped);
@@ -391,9 +400,12 @@ give:
 	 * (for T when the event was not recorded): all later work comes after
 	 * it.  The only time a redirect waits for the program's work, on this
 	 * error path alone (README, "Deadlock"). */
-	if (rc != CUDA_SUCCESS && *q == QUEUED) {
-		*q = WAITED;
-		rc = recorded ? cg_call.cuEventSynchronize(after) : cg_call.cuStreamSynchronize(t);
+	if (rc != CUDA_SUCCESS && progress->queued) {
+		const char *call = recorded ? "cuEventSynchronize" : "cuStreamSynchronize";
+		CUresult host = recorded ? cg_call.cuEventSynchronize(after)
+					 : cg_call.cuStreamSynchronize(t);
+		progress->wait = (struct cg_host_wait){failed, rc, call, host};
+		rc = host;
 	}
 	if (before)
 		cg_event_give(launch_ctx, before);
@@ -493,14 +505,16 @@ CUresult cg_redirect(const struct cg_launch *l)
 	if (!plan(l, &c, fn, &p, why, sizeof why))
 		return impossible(&c, fn, why);
 	CUstream s = l->config.hStream;
-	enum queued q = NOT_QUEUED;
+	struct progress progress = {0};
 	CUresult rc = p.target == c.launch_ctx
 			      ? on_launch_stream(&p, l, fn, s, why, sizeof why)
-			      : ordered(&p, l, fn, s, (CUcontext)c.launch_ctx, &q, why, sizeof why);
-	if (rc != CUDA_SUCCESS && q == NOT_QUEUED)
+			      : ordered(&p, l, fn, s, (CUcontext)c.launch_ctx, &progress, why,
+					sizeof why);
+	if (rc != CUDA_SUCCESS && !progress.queued)
 		return impossible(&c, fn, why);
+	c.host_wait = progress.wait;
 	done(&c, fn, &p);
-	if (q == WAITED)
+	if (progress.wait.failed)
 		waited(&c, fn, &p, rc, why);
 	return rc;
 }

@@ -8,9 +8,9 @@
  * module never unloaded; a CUkernel takes its launch device's attributes
  * along; pools are reused; each reason a redirect is impossible leads to
  * redirect_fallback, but ordering that fails once the work is queued
- * leads to a host wait instead; 16 threads redirect on two devices.  The
- * bundled kernels exist only in a build with nvcc: without them the GEMM
- * cases assert the fallback that says so. */
+ * leads to a host wait instead, which the log record names; 16 threads
+ * redirect on two devices.  The bundled kernels exist only in a build with
+ * nvcc: without them the GEMM cases assert the fallback that says so. */
 #include <check.h>
 #include <dlfcn.h>
 #include <pthread.h>
@@ -850,38 +850,51 @@ static void fail_wait_and_host_wait(void *arg)
 	fake_fail_next("cuEventSynchronize", CUDA_ERROR_ILLEGAL_ADDRESS);
 }
 
-#define RECORD_FAILED "cuEventRecord on ctxguard's stream failed (error 2)"
-#define WAIT_FAILED "cuStreamWaitEvent on a stream of the target context failed (error 2)"
-#define S_WAIT_FAILED "cuStreamWaitEvent on the launch stream failed (error 2)"
+#define RECORD "cuEventRecord on ctxguard's stream"
+#define WAIT "cuStreamWaitEvent on a stream of the target context"
+#define S_WAIT "cuStreamWaitEvent on the launch stream"
+/* What the redirect's log record adds: the call that failed, the host's wait. */
+#define WAITED(failed, wait, result)                                                        \
+	",\"redirect_order_failed\":\"" failed "\",\"redirect_order_error\":2,"               \
+	"\"redirect_host_wait\":\"" wait "\",\"redirect_host_wait_error\":" result "}"
 
 static const struct {
 	int gemm;                /* the bundled GEMM, else the re-homed helper */
 	void (*fault)(void *);
 	const char *failed;      /* what the report names */
 	CUresult rc;
+	const char *record;      /* the end of the log record */
 } unordered[] = {
-	{0, fail_record, RECORD_FAILED, CUDA_SUCCESS},
-	{0, fail_wait, WAIT_FAILED, CUDA_SUCCESS},
-	{0, fail_launch_stream_wait, S_WAIT_FAILED, CUDA_SUCCESS},
-	{1, fail_record, RECORD_FAILED, CUDA_SUCCESS},
-	{1, fail_wait, WAIT_FAILED, CUDA_SUCCESS},
-	{0, fail_wait_and_host_wait, WAIT_FAILED, CUDA_ERROR_ILLEGAL_ADDRESS},
+	{0, fail_record, RECORD, CUDA_SUCCESS, WAITED(RECORD, "cuStreamSynchronize", "0")},
+	{0, fail_wait, WAIT, CUDA_SUCCESS, WAITED(WAIT, "cuEventSynchronize", "0")},
+	{0, fail_launch_stream_wait, S_WAIT, CUDA_SUCCESS,
+	 WAITED(S_WAIT, "cuEventSynchronize", "0")},
+	{1, fail_record, RECORD, CUDA_SUCCESS, WAITED(RECORD, "cuStreamSynchronize", "0")},
+	{1, fail_wait, WAIT, CUDA_SUCCESS, WAITED(WAIT, "cuEventSynchronize", "0")},
+	{0, fail_wait_and_host_wait, WAIT, CUDA_ERROR_ILLEGAL_ADDRESS,
+	 WAITED(WAIT, "cuEventSynchronize", "700")},
 };
+
+/* Row i of unordered: its fault armed, its kernel launched on device 0
+ * with device 1's operands. */
+static CUresult launch_unordered(size_t i)
+{
+	int is_gemm = unordered[i].gemm;
+	fake_after_next(is_gemm ? "cuLaunchKernel" : "cuLaunchKernelEx", unordered[i].fault, NULL);
+	return is_gemm ? launch_gemm(gemm, ctx[0], stream[0], &tb)
+		       : launch_helper(ctx[0], stream[0], a, d);
+}
 
 START_TEST(failed_ordering_after_the_work_is_queued_waits_on_the_host)
 {
-	int is_gemm = unordered[_i].gemm;
-	if (is_gemm && !bundled_built())
+	if (unordered[_i].gemm && !bundled_built())
 		return;
 	produce_on_device_1();
 	fake_reset();
 	capture_start();
 	for (int round = 0; round < 2; round++) {
-		fake_after_next(is_gemm ? "cuLaunchKernel" : "cuLaunchKernelEx", unordered[_i].fault,
-				NULL);
 		fake_trace_start();
-		CUresult rc = is_gemm ? launch_gemm(gemm, ctx[0], stream[0], &tb)
-				    : launch_helper(ctx[0], stream[0], a, d);
+		CUresult rc = launch_unordered(_i);
 		ck_assert_int_eq(rc, unordered[_i].rc);
 		size_t n = fake_trace(trace, 4096);
 		size_t run = find(n, 0, "launch", ctx[1], NULL, NULL);
@@ -903,12 +916,40 @@ START_TEST(failed_ordering_after_the_work_is_queued_waits_on_the_host)
 	ck_assert_uint_eq(st.launches_on[1], 2);
 	ck_assert_msg(!strstr(err, "redirect impossible") && !strstr(err, "refused"), "%s", err);
 	/* A redirect (its first line), the failure said once. */
-	ck_assert_msg(strstr(err, is_gemm ? "(cg_gmm_contiguous)\n" : "(re-homed)\n"), "%s", err);
+	ck_assert_msg(strstr(err, unordered[_i].gemm ? "(cg_gmm_contiguous)\n" : "(re-homed)\n"),
+		      "%s", err);
 	const char *said = unordered[_i].rc == CUDA_SUCCESS
 				   ? "ctxguard waited on the host for it to finish"
 				   : "waiting for it on the host failed too (error 700)";
-	ck_assert_msg(count_of(err, said) == 1 && count_of(err, unordered[_i].failed) == 1, "%s",
-		      err);
+	char failed[128];
+	snprintf(failed, sizeof failed, "%s failed (error 2)", unordered[_i].failed);
+	ck_assert_msg(count_of(err, said) == 1 && count_of(err, failed) == 1, "%s", err);
+}
+END_TEST
+
+/* Such a redirect's log record says what failed and how the host waited. */
+START_TEST(host_wait_is_in_the_log_record)
+{
+	char log[] = "/tmp/ctxguard-redirect-XXXXXX";
+	int fd = mkstemp(log);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	setenv("CTXGUARD_LOG", log, 1);
+	setup_mode("abort");
+	if (unordered[_i].gemm && !bundled_built()) {
+		unlink(log);
+		return;
+	}
+	produce_on_device_1();
+	capture_start();
+	CUresult rc = launch_unordered(_i);
+	capture_end();
+	char *text = slurp(log);
+	unlink(log);
+	ck_assert_int_eq(rc, unordered[_i].rc);
+	ck_assert_msg(text && count_of(text, "\"action\":\"redirect\"") == 1 &&
+			      strstr(text, unordered[_i].record),
+		      "no %s in:\n%s", unordered[_i].record, text ? text : "(no log)");
 }
 END_TEST
 
@@ -1025,7 +1066,7 @@ START_TEST(log_record_and_summary)
 	char *text = slurp(log);
 	unlink(log);
 	ck_assert_int_eq(count_of(text, "\"action\":\"redirect\""), 3);
-	ck_assert_ptr_nonnull(strstr(text, "\"redirect_dev\":1,\"redirect_via\":\"re-homed\""));
+	ck_assert_ptr_nonnull(strstr(text, "\"redirect_dev\":1,\"redirect_via\":\"re-homed\"}"));
 	ck_assert_ptr_nonnull(strstr(text, "\"redirect\":3}"));
 	ck_assert_msg(strstr(r.err, "redirect 3)"), "%s", r.err);
 }
@@ -1224,6 +1265,8 @@ int main(void)
 	suite_add_tcase(s, e);
 	TCase *l = tcase_create("log");
 	tcase_add_test(l, log_record_and_summary);
+	tcase_add_loop_test(l, host_wait_is_in_the_log_record, 0,
+			    sizeof unordered / sizeof unordered[0]);
 	tcase_add_test(l, module_load_warms_active_primary_contexts);
 	tcase_add_test(l, no_warming_without_redirect);
 	tcase_add_test(l, warming_with_the_programs_bundled_table);
