@@ -484,7 +484,7 @@ void cg_report_start(void);              /* once, at init */
 void cg_report_forked(void);             /* in a forked child */
 /* One JSON object {"event":"...",...} per line of the log, time, host,
  * pid, tid and job added after the event; under `log = syslog` only the
- * events shim/report.c lists go there. */
+ * events shim/syslog.c lists go there. */
 void cg_log_event(const char *event, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 /* A crossing's record (cg_format_json), at its action's syslog priority:
