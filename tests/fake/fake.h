@@ -262,7 +262,7 @@ const struct fake_kdesc *fake_kern_desc(CUkernel k);
 CUresult fake_library_module(CUlibrary lib, CUcontext ctx, bool create, CUmodule *out);
 void fake_library_drop_ctx(CUcontext ctx);
 
-/* ---- memory (memory.c, mempool.c, vmm.c) ---- */
+/* ---- memory (memory.c, mempool.c, vmm.c, ipc.c) ---- */
 
 enum fake_mem_kind {
 	FAKE_MEM_DEVICE,     /* cuMemAlloc*, stream-ordered allocations; never backed */
@@ -271,6 +271,8 @@ enum fake_mem_kind {
 	FAKE_MEM_REGISTERED, /* cuMemHostRegister: the caller's memory */
 	FAKE_MEM_VMM,	     /* a cuMemMap mapping of a cuMemCreate handle */
 	FAKE_MEM_POOL_HOST,  /* from a host-located pool; never backed, reachable from every device */
+	FAKE_MEM_IPC,	     /* a cuIpcOpenMemHandle mapping of another allocation; never backed */
+	FAKE_MEM_POOL_IMPORT, /* a cuMemPoolImportPointer mapping of a pool allocation; never backed */
 };
 
 struct fake_phys; /* cuMemCreate handle (vmm.c) */
@@ -288,6 +290,8 @@ struct fake_alloc {
 	CUdeviceptr resv_base; /* VMM: the reservation holding the mapping */
 	size_t resv_size;
 	unsigned access; /* VMM: bit d set when device d may access the mapping */
+	unsigned long long source; /* IPC, pool imports: the mapped allocation's buffer id */
+	unsigned opens;		   /* IPC: opens of its handle in ctx not yet closed */
 };
 
 struct CUmemPoolHandle_st {
@@ -295,6 +299,7 @@ struct CUmemPoolHandle_st {
 	CUdevice dev; /* a device pool's */
 	bool host;    /* located in host memory (HOST or HOST_NUMA) */
 	bool is_default;
+	bool shareable; /* made with a handle type: its allocations can be exported */
 };
 
 extern struct fake_pool fake_mempool_pool;
@@ -304,6 +309,7 @@ extern struct fake_pool fake_mempool_pool;
 #define FAKE_DEVICE_SPAN 0x1000000000ull
 #define FAKE_MANAGED_BASE 0x7e0000000000ull
 #define FAKE_VMM_BASE 0x7d0000000000ull
+#define FAKE_SHARED_BASE 0x7c0000000000ull /* IPC and pool-import mappings */
 #define FAKE_REGION_SPAN 0x10000000000ull
 
 /* Range pointers stay valid until the next add or remove. */

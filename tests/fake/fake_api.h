@@ -22,6 +22,14 @@
  *    launch return CUDA_ERROR_ILLEGAL_ADDRESS (cuDevicePrimaryCtxReset clears it).
  *  - Device and managed memory are address ranges only, never backed: never dereference
  *    them. Device d allocates from 0x7f0000000000 + (d+1) * 0x1000000000.
+ *  - One process plays both sides of sharing memory: an IPC handle (cuIpcGetMemHandle, of a
+ *    cuMemAlloc allocation) is opened here as if by another process, and a pool made with a
+ *    handle type stands for the pool imported from it (cuMemPoolExportPointer,
+ *    cuMemPoolImportPointer). The opened or imported memory is the exporting allocation's
+ *    device's, mapped at addresses of its own, whole 2 MiB granules, first fit: closing the
+ *    last open (cuIpcCloseMemHandle; opens in one context are counted) or freeing the
+ *    import hands its addresses to the next mapping. The context that opened an IPC handle
+ *    reaches its memory (CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS, the one flag accepted).
  *  - The deprecated cuLaunch / cuLaunchGrid* take the block shape and parameters stored by
  *    cuFuncSetBlockShape / cuParamSet* (until then: one thread, parameters all zero).
  *  - Tensor maps are opaque 128 bytes, unless FAKE_CUDA_TMAP_ADDRESS_WORD=k (0..15) puts the

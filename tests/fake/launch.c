@@ -103,6 +103,16 @@ struct operand_scan {
 	bool fault;	    /* an operand the launch device cannot reach */
 };
 
+/* Whether a kernel running in ctx reaches device memory a. */
+static bool reaches(CUcontext ctx, const struct fake_alloc *a)
+{
+	if (a->kind == FAKE_MEM_VMM)
+		return (a->access >> ctx->dev) & 1u;
+	/* cuIpcOpenMemHandle's lazy peer access: from the context that opened it. */
+	return a->dev == ctx->dev || (a->kind == FAKE_MEM_IPC && a->ctx == ctx) ||
+	       fake_ctx_peer_enabled(ctx, a->ctx);
+}
+
 static void check_operand(struct operand_scan *s, CUdeviceptr v)
 {
 	const struct fake_alloc *a = fake_mem_find(v);
@@ -110,8 +120,7 @@ static void check_operand(struct operand_scan *s, CUdeviceptr v)
 	    a->kind == FAKE_MEM_REGISTERED || a->kind == FAKE_MEM_POOL_HOST)
 		return;
 	bool remote = a->dev != s->ctx->dev;
-	bool reachable = a->kind == FAKE_MEM_VMM ? (a->access >> s->ctx->dev) & 1u
-						 : !remote || fake_ctx_peer_enabled(s->ctx, a->ctx);
+	bool reachable = reaches(s->ctx, a);
 	s->crossings += remote;
 	s->silent += remote && reachable;
 	s->fault |= !reachable;

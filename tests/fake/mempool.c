@@ -30,7 +30,9 @@ static CUresult free_async(CUdeviceptr dptr, CUstream s)
 	if (rc != CUDA_SUCCESS)
 		return rc;
 	const struct fake_alloc *a = fake_mem_find(dptr);
-	if (!a || a->base != dptr || (a->kind != FAKE_MEM_DEVICE && a->kind != FAKE_MEM_POOL_HOST))
+	if (!a || a->base != dptr ||
+	    (a->kind != FAKE_MEM_DEVICE && a->kind != FAKE_MEM_POOL_HOST &&
+	     a->kind != FAKE_MEM_POOL_IMPORT))
 		return CUDA_ERROR_INVALID_VALUE;
 	fake_mem_remove(dptr);
 	return CUDA_SUCCESS;
@@ -77,6 +79,7 @@ CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolP
 		return fake_leave(CUDA_ERROR_OUT_OF_MEMORY);
 	p->host = host;
 	p->dev = host ? CU_DEVICE_INVALID : at->id;
+	p->shareable = poolProps->handleTypes != CU_MEM_HANDLE_TYPE_NONE;
 	*pool = p;
 	return fake_leave(CUDA_SUCCESS);
 }

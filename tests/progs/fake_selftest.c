@@ -391,6 +391,69 @@ static void test_vmm_and_graph(void)
 	OK(cuMemAddressFree(va, 2 * gran));
 }
 
+/* Memory another process shares, this one playing both sides: an IPC mapping on the
+ * exporting device, reached by the context that opened it, its opens counted and its
+ * addresses handed to the next mapping once closed; a pool's pointer, imported and freed. */
+static void test_sharing(void)
+{
+	CUdeviceptr p0, p1, v, again, pp, imported;
+	CUipcMemHandle h0, h1, bad;
+	OK(cuCtxSetCurrent(ctx1));
+	OK(cuMemAlloc(&p1, 4096));
+	OK(cuIpcGetMemHandle(&h1, p1));
+	EXPECT(cuIpcGetMemHandle(&bad, p1 + 512), CUDA_ERROR_INVALID_VALUE);
+	OK(cuCtxSetCurrent(ctx0));
+	OK(cuMemAlloc(&p0, 4096));
+	OK(cuIpcGetMemHandle(&h0, p0));
+	EXPECT(cuIpcOpenMemHandle(&v, h1, 0), CUDA_ERROR_INVALID_VALUE);
+	OK(cuIpcOpenMemHandle(&v, h1, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
+	OK(cuIpcOpenMemHandle(&again, h1, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
+	CHECK(again == v && v % (2u << 20) == 0 && v != p1);
+	int ordinal = -1;
+	CUdeviceptr start = 0;
+	size_t size = 0;
+	OK(cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, v + 100));
+	OK(cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, v + 100));
+	OK(cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, v + 100));
+	CHECK(ordinal == 1 && start == v && size == 4096);
+
+	CUmodule mod;
+	CUfunction f = load_function(&mod, "k_ptr");
+	struct fake_stats before = stats();
+	OK(launch_ptr(f, NULL, v + 64));
+	CHECK(stats().silent_cross == before.silent_cross + 1);
+	CHECK(stats().sticky_errors == before.sticky_errors);
+	OK(cuModuleUnload(mod));
+
+	EXPECT(cuMemFree(v), CUDA_ERROR_INVALID_VALUE);
+	OK(cuIpcCloseMemHandle(v));
+	OK(cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, v));
+	OK(cuIpcCloseMemHandle(v));
+	EXPECT(cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, v),
+	       CUDA_ERROR_INVALID_VALUE);
+	OK(cuIpcOpenMemHandle(&again, h0, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
+	OK(cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, again));
+	CHECK(again == v && ordinal == 0);
+	OK(cuIpcCloseMemHandle(again));
+
+	CUmemPoolProps props = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+				.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+				.location = {CU_MEM_LOCATION_TYPE_DEVICE, 1}};
+	CUmemoryPool pool;
+	CUmemPoolPtrExportData data;
+	OK(cuMemPoolCreate(&pool, &props));
+	OK(cuMemAllocFromPoolAsync(&pp, 4096, pool, NULL));
+	OK(cuMemPoolExportPointer(&data, pp));
+	OK(cuMemPoolImportPointer(&imported, pool, &data));
+	OK(cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, imported));
+	CHECK(imported == v && ordinal == 1);
+	OK(cuMemFreeAsync(imported, NULL));
+	OK(cuMemFree(pp));
+	OK(cuMemPoolDestroy(pool));
+	OK(cuMemFree(p0));
+	OK(cuMemFree(p1));
+}
+
 static void test_proc_address(void)
 {
 	void *lib = dlopen("libcuda.so.1", RTLD_NOW);
@@ -418,6 +481,8 @@ static void test_proc_address(void)
 		{"cuMemAlloc", 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
 		 "cuMemAlloc_v2"},
 		{"cuGraphAddKernelNode", 12000, 0, "cuGraphAddKernelNode_v2"},
+		{"cuIpcOpenMemHandle", 10020, 0, "cuIpcOpenMemHandle"},
+		{"cuIpcOpenMemHandle", 11000, 0, "cuIpcOpenMemHandle_v2"},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		void *pfn = NULL;
@@ -534,6 +599,7 @@ int main(void)
 	test_handle_reuse();
 	test_operands();
 	test_vmm_and_graph();
+	test_sharing();
 	test_proc_address();
 	test_images_and_injection();
 	test_threads();
