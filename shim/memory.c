@@ -1,6 +1,7 @@
 /* Where device memory lives: address -> device, kept current by the
  * allocation hooks, with cuPointerGetAttributes as the fallback for memory
- * allocated out of ctxguard's sight.
+ * allocated out of ctxguard's sight: what it says is learned, and unlearned
+ * when that memory is freed.
  *
  * The map is kept per 2 MiB granule, the unit in which the driver maps
  * device memory (cuMemAlloc sub-allocates from per-device 2 MiB pages; VMM
@@ -15,14 +16,21 @@
 
 #include "shim.h"
 
-enum { SHIFT = CG_MEM_SHIFT, TAG_ANY = CG_MEM_TAG_ANY, NEG = 4096 };
+enum { SHIFT = CG_MEM_SHIFT, TAG_ANY = CG_MEM_TAG_ANY, NEG = 4096, LEARNED = 1 << 8, ONE = 1 << 9 };
 #define TAGS_BYTES ((size_t)1 << (47 - SHIFT))
 
 /* The readers' tags (shim.h); NULL until the first allocation, or for
  * good if the reservation failed (then the table below answers). */
 _Atomic(cg_tag *) cg_granule_tags;
-/* Granule -> (allocations covering it << 8 | tag), tag = device + 1 or
- * TAG_ANY for memory every device may reach (managed, host-mapped). */
+/* Granule -> (allocations a hook saw covering it) * ONE | LEARNED | tag,
+ * tag = device + 1 or TAG_ANY for memory every device may reach (managed,
+ * host-mapped).  LEARNED: the driver named the tag for memory no hook saw
+ * allocated, so it goes with that memory and leaves the hooks' count be.
+ *
+ * A 2 MiB granule is one device's page: cuMemAlloc sub-allocates within a
+ * device's own pages, IPC and VMM map whole pages.  A learned tag and a
+ * hook's mark of another device in one granule are therefore never both
+ * current; the newer, which saw the memory just now, replaces the other. */
 static struct cg_table granules = CG_TABLE_INIT;
 /* Allocation base -> (size << 8 | tag), to undo a free. */
 static struct cg_table allocs = CG_TABLE_INIT;
@@ -52,35 +60,40 @@ static void set_tag(uintptr_t g, int tag)
 		atomic_store_explicit(&tags[g], (unsigned char)tag, memory_order_relaxed);
 }
 
-static void mark(uintptr_t base, size_t size, int tag)
+/* Tags [base, base + size): add is ONE for an allocation a hook saw,
+ * LEARNED for memory the driver told of. */
+static void tag_range(uintptr_t base, size_t size, int tag, uintptr_t add)
 {
 	if (!base || !size)
 		return;
 	pthread_mutex_lock(&lock);
 	for (uintptr_t g = base >> SHIFT; g <= (base + size - 1) >> SHIFT; g++) {
 		uintptr_t v = (uintptr_t)cg_table_get(&granules, g);
-		uintptr_t n = v && (int)(v & 255) == tag ? (v >> 8) + 1 : 1;
-		cg_table_put(&granules, g, (void *)(n << 8 | (uintptr_t)tag));
+		uintptr_t kept = v && (int)(v & 255) == tag ? v : (uintptr_t)tag;
+		cg_table_put(&granules, g, (void *)(add == LEARNED ? kept | LEARNED : kept + ONE));
 		set_tag(g, tag);
 		atomic_store_explicit(&negative[g % NEG], 0, memory_order_relaxed);
 	}
 	pthread_mutex_unlock(&lock);
 }
 
-static void unmark(uintptr_t base, size_t size)
+/* Takes back what tag_range added; a granule left with neither a hook's
+ * allocation nor a learned tag is untagged. */
+static void untag_range(uintptr_t base, size_t size, uintptr_t drop)
 {
 	if (!base || !size)
 		return;
 	pthread_mutex_lock(&lock);
 	for (uintptr_t g = base >> SHIFT; g <= (base + size - 1) >> SHIFT; g++) {
 		uintptr_t v = (uintptr_t)cg_table_get(&granules, g);
-		if (!v)
+		if (drop == LEARNED ? !(v & LEARNED) : v < ONE)
 			continue;
-		if ((v >> 8) <= 1) {
+		if ((v - drop) & ~(uintptr_t)255) {
+			cg_table_put(&granules, g, (void *)(v - drop));
+		} else {
 			cg_table_del(&granules, g);
 			set_tag(g, 0);
-		} else
-			cg_table_put(&granules, g, (void *)(v - 256));
+		}
 	}
 	pthread_mutex_unlock(&lock);
 }
@@ -90,14 +103,16 @@ static void remember(uintptr_t base, size_t size, int tag)
 	if (!base)
 		return;
 	cg_table_put(&allocs, base, (void *)(((uintptr_t)size << 8) | (uintptr_t)tag));
-	mark(base, size, tag);
+	tag_range(base, size, tag, ONE);
 }
 
-static void forget(uintptr_t base)
+/* Whether base was an allocation a hook saw (now untagged). */
+static int forget(uintptr_t base)
 {
 	uintptr_t v = (uintptr_t)cg_table_del(&allocs, base);
 	if (v)
-		unmark(base, v >> 8);
+		untag_range(base, v >> 8, ONE);
+	return v != 0;
 }
 
 /* Device d's tag; 0 for no device (or one past what a tag can name). */
@@ -111,28 +126,48 @@ static int tag_of_ctx(CUcontext ctx)
 	return tag_of_device(cg_ctx_device(ctx));
 }
 
-/* What the driver says about an address nobody told us about; the answer
- * is kept for the granule, until an allocation hook says otherwise. */
-static int ask_driver(uintptr_t a)
+/* What the driver says of the allocation holding address a, in one call. */
+struct facts {
+	CUmemorytype type;
+	int ordinal;
+	unsigned int managed;
+	CUdeviceptr start;
+	size_t size;
+};
+
+static int ask(uintptr_t a, struct facts *f)
 {
-	CUmemorytype type = 0;
-	int ordinal = -1;
-	unsigned int managed = 0;
 	CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
 				       CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
-				       CU_POINTER_ATTRIBUTE_IS_MANAGED};
-	void *data[] = {&type, &ordinal, &managed};
+				       CU_POINTER_ATTRIBUTE_IS_MANAGED,
+				       CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+				       CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+	void *data[] = {&f->type, &f->ordinal, &f->managed, &f->start, &f->size};
+	*f = (struct facts){.ordinal = -1};
+	return a && cg_call.cuPointerGetAttributes &&
+	       cg_call.cuPointerGetAttributes(5, attrs, data, (CUdeviceptr)a) == CUDA_SUCCESS;
+}
+
+/* The tag of the memory f describes if it is device memory, else 0. */
+static int device_tag(const struct facts *f)
+{
+	if (f->managed)
+		return TAG_ANY;
+	return f->type == CU_MEMORYTYPE_DEVICE ? tag_of_device(f->ordinal) : 0;
+}
+
+/* What the driver says about an address nobody told us about, learned for
+ * its granule until that memory goes. */
+static int ask_driver(uintptr_t a)
+{
+	struct facts f;
 	uintptr_t g = a >> SHIFT;
-	if (!cg_call.cuPointerGetAttributes ||
-	    cg_call.cuPointerGetAttributes(3, attrs, data, (CUdeviceptr)a) != CUDA_SUCCESS ||
-	    (type != CU_MEMORYTYPE_DEVICE && !managed)) {
+	int tag = ask(a, &f) ? device_tag(&f) : 0;
+	if (!tag) {
 		atomic_store_explicit(&negative[g % NEG], g + 1, memory_order_relaxed);
 		return CG_MEM_NONE;
 	}
-	int tag = managed ? TAG_ANY : tag_of_device(ordinal);
-	if (!tag)
-		return CG_MEM_NONE;
-	mark(g << SHIFT, (size_t)1 << SHIFT, tag);
+	tag_range(g << SHIFT, (size_t)1 << SHIFT, tag, LEARNED);
 	return cg_mem_tag_device(tag);
 }
 
@@ -171,17 +206,10 @@ void cg_memory_reset(void)
  * device's), so the memory type decides. */
 static int pool_tag(CUdeviceptr p, CUstream s)
 {
-	CUmemorytype type = 0;
-	int ordinal = -1;
-	CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-				       CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
-	void *data[] = {&type, &ordinal};
-	if (!p || !cg_call.cuPointerGetAttributes ||
-	    cg_call.cuPointerGetAttributes(2, attrs, data, p) != CUDA_SUCCESS)
-		ordinal = -1;
-	else if (type == CU_MEMORYTYPE_HOST)
-		return TAG_ANY;
-	int tag = tag_of_device(ordinal);
+	struct facts f;
+	int tag = 0;
+	if (ask(p, &f))
+		tag = f.type == CU_MEMORYTYPE_HOST ? TAG_ANY : tag_of_device(f.ordinal);
 	return tag ? tag : tag_of_ctx(cg_launch_ctx(s));
 }
 
@@ -197,10 +225,27 @@ CG_AFTER(cuMemHostAlloc, remember(CG_OUT(pp), bytesize, TAG_ANY))
 CG_AFTER(cuMemAllocHost, remember(CG_OUT(pp), bytesize, TAG_ANY))
 CG_AFTER(cuMemHostRegister, remember((uintptr_t)p, bytesize, TAG_ANY))
 
+/* Memory no hook saw allocated (a pool's imported pointer) goes: what was
+ * learned of its range goes too, asked of the driver while the memory
+ * still exists.  Other such memory in those granules costs its next
+ * launch one lookup. */
+static void unlearn(uintptr_t p)
+{
+	struct facts f;
+	if (ask(p, &f))
+		untag_range(f.start, f.size, LEARNED);
+}
+
+static void freed(uintptr_t p)
+{
+	if (p && !forget(p))
+		unlearn(p);
+}
+
 /* Unpublish before the real free: the driver may hand the range out again
  * at once on another thread. */
-CG_BEFORE(cuMemFree, forget(dptr))
-CG_BEFORE(cuMemFreeAsync, forget(dptr))
+CG_BEFORE(cuMemFree, freed(dptr))
+CG_BEFORE(cuMemFreeAsync, freed(dptr))
 CG_BEFORE(cuMemFreeHost, forget((uintptr_t)p))
 CG_BEFORE(cuMemHostUnregister, forget((uintptr_t)p))
 
@@ -221,10 +266,12 @@ static void mapped(CUdeviceptr ptr, size_t size, CUmemGenericAllocationHandle ha
 {
 	uintptr_t tag = (uintptr_t)cg_table_get(&handles, (uintptr_t)handle);
 	if (tag)
-		mark(ptr, size, (int)tag);
+		tag_range(ptr, size, (int)tag, ONE);
 }
 
-static void address_freed(CUdeviceptr ptr, size_t size)
+/* Nothing stays mapped in an unmapped or freed range's granules (VMM maps
+ * whole granules), whoever tagged them. */
+static void emptied(CUdeviceptr ptr, size_t size)
 {
 	pthread_mutex_lock(&lock);
 	for (uintptr_t g = ptr >> SHIFT; size && g <= (ptr + size - 1) >> SHIFT; g++) {
@@ -237,5 +284,5 @@ static void address_freed(CUdeviceptr ptr, size_t size)
 CG_AFTER(cuMemCreate, created(handle, prop))
 CG_BEFORE(cuMemRelease, cg_table_del(&handles, (uintptr_t)handle))
 CG_AFTER(cuMemMap, mapped(ptr, size, handle))
-CG_BEFORE(cuMemUnmap, unmark(ptr, size))
-CG_BEFORE(cuMemAddressFree, address_freed(ptr, size))
+CG_BEFORE(cuMemUnmap, emptied(ptr, size))
+CG_BEFORE(cuMemAddressFree, emptied(ptr, size))

@@ -337,6 +337,74 @@ START_TEST(fallback_for_memory_never_seen)
 }
 END_TEST
 
+/* The expert as a CUkernel, run in device d's context with every operand at p. */
+static CUresult launch_in(int d, CUdeviceptr p)
+{
+	CUlibrary lib;
+	CUkernel k;
+	CUtensorMap t = tmap_over(p);
+	void *params[] = {&p, &p, &t, &t};
+	ck_assert_int_eq(cuLibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0), CUDA_SUCCESS);
+	ck_assert_int_eq(cuLibraryGetKernel(&k, lib, EXPERT), CUDA_SUCCESS);
+	ck_assert_int_eq(cuCtxSetCurrent(ctx[d]), CUDA_SUCCESS);
+	return cuLaunchKernel((CUfunction)k, 1, 1, 1, 32, 1, 1, 0, stream[d], params, NULL);
+}
+
+/* Device 0's own operands at v: launched, or why not. */
+static void own_operands_run(CUdeviceptr v, const char *what)
+{
+	CUtensorMap t = tmap_over(v);
+	CUresult rc = launch(v, v + 64, &t, &t);
+	const char *s = NULL;
+	cuGetErrorString(rc, &s);
+	ck_assert_msg(rc == CUDA_SUCCESS, "%s: %s", what, s ? s : "(null)");
+}
+
+/* A pool's pointer imported from another process, used on device 1 and
+ * freed: no hook saw it allocated, yet what was learned of it goes with
+ * the free, and device 0's memory imported at its addresses is device 0's.
+ * Memory allocated past the hooks shares a 2 MiB page with a hook's
+ * allocation: its free leaves the hook's tag alone. */
+START_TEST(free_of_memory_never_seen_allocated)
+{
+	setup();
+	CUmemoryPool pool[2];
+	CUmemPoolPtrExportData data[2];
+	for (int d = 0; d < 2; d++) {
+		CUmemPoolProps props = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+					.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+					.location = {CU_MEM_LOCATION_TYPE_DEVICE, d}};
+		CUdeviceptr p;
+		ck_assert_int_eq(cuMemPoolCreate(&pool[d], &props), CUDA_SUCCESS);
+		ck_assert_int_eq(cuMemAllocFromPoolAsync(&p, SIZE, pool[d], stream[d]), CUDA_SUCCESS);
+		ck_assert_int_eq(cuMemPoolExportPointer(&data[d], p), CUDA_SUCCESS);
+	}
+	CUdeviceptr v, again;
+	ck_assert_int_eq(cuCtxSetCurrent(ctx[0]), CUDA_SUCCESS);
+	ck_assert_int_eq(cuMemPoolImportPointer(&v, pool[1], &data[1]), CUDA_SUCCESS);
+	ck_assert_int_eq(launch_in(1, v), CUDA_SUCCESS);
+	ck_assert_int_eq(cuMemFreeAsync(v, stream[0]), CUDA_SUCCESS);
+	ck_assert_int_eq(cuCtxSetCurrent(ctx[0]), CUDA_SUCCESS);
+	ck_assert_int_eq(cuMemPoolImportPointer(&again, pool[0], &data[0]), CUDA_SUCCESS);
+	ck_assert_msg(again == v, "the fake did not reuse the addresses");
+	own_operands_run(v, "device 0's memory where an import of device 1's was");
+
+	CUresult (*alloc_unseen)(CUdeviceptr *, size_t) = fake_entry_point("cuMemAlloc", 0);
+	CUdeviceptr unseen, known, own = dev_alloc(0);
+	CUtensorMap t = tmap_over(own);
+	ck_assert_int_eq(cuCtxSetCurrent(ctx[1]), CUDA_SUCCESS);
+	ck_assert_int_eq(alloc_unseen(&unseen, 4096), CUDA_SUCCESS);
+	ck_assert_int_eq(launch_in(1, unseen), CUDA_SUCCESS);
+	known = dev_alloc(1);
+	ck_assert_msg(known >> 21 == unseen >> 21, "%#llx and %#llx: not one 2 MiB page",
+		      (unsigned long long)known, (unsigned long long)unseen);
+	ck_assert_int_eq(cuMemFree(unseen), CUDA_SUCCESS);
+	/* Refused without a lookup (one would fail): the tag is still there. */
+	fake_fail_next("cuPointerGetAttributes", CUDA_ERROR_UNKNOWN);
+	assert_refused(launch(own, known + 64, &t, &t), "a hook's allocation in the page");
+}
+END_TEST
+
 /* The silent case itself: with peer access on, the fake runs the kernel
  * on device 0 against device 1's memory; ctxguard stops it first. */
 START_TEST(silent_crossing_is_stopped_before_it_runs)
@@ -788,6 +856,7 @@ int main(void)
 	tcase_add_test(t, tensor_map_over_freed_memory);
 	tcase_add_test(t, operands_off_and_scope);
 	tcase_add_test(t, fallback_for_memory_never_seen);
+	tcase_add_test(t, free_of_memory_never_seen_allocated);
 	tcase_add_test(t, silent_crossing_is_stopped_before_it_runs);
 	tcase_add_loop_test(t, one_report_per_launch, 0, 3);
 	tcase_add_test(t, long_kernel_name_logged_whole);
