@@ -1,7 +1,7 @@
 /* Where device memory lives: address -> device, kept current by the
  * allocation hooks, with cuPointerGetAttributes as the fallback for memory
  * allocated out of ctxguard's sight: what it says is learned, and unlearned
- * when that memory is freed.
+ * when that memory is freed or its IPC mapping closed.
  *
  * The map is kept per 2 MiB granule, the unit in which the driver maps
  * device memory (cuMemAlloc sub-allocates from per-device 2 MiB pages; VMM
@@ -225,10 +225,11 @@ CG_AFTER(cuMemHostAlloc, remember(CG_OUT(pp), bytesize, TAG_ANY))
 CG_AFTER(cuMemAllocHost, remember(CG_OUT(pp), bytesize, TAG_ANY))
 CG_AFTER(cuMemHostRegister, remember((uintptr_t)p, bytesize, TAG_ANY))
 
-/* Memory no hook saw allocated (a pool's imported pointer) goes: what was
- * learned of its range goes too, asked of the driver while the memory
- * still exists.  Other such memory in those granules costs its next
- * launch one lookup. */
+/* Memory no hook saw allocated (IPC, a pool's imported pointer) goes:
+ * what was learned of its range goes too, asked of the driver while the
+ * memory still exists.  Other such memory in those granules, or an IPC
+ * mapping a close leaves open (the driver counts opens of one handle),
+ * costs its next launch one lookup. */
 static void unlearn(uintptr_t p)
 {
 	struct facts f;
@@ -248,6 +249,21 @@ CG_BEFORE(cuMemFree, freed(dptr))
 CG_BEFORE(cuMemFreeAsync, freed(dptr))
 CG_BEFORE(cuMemFreeHost, forget((uintptr_t)p))
 CG_BEFORE(cuMemHostUnregister, forget((uintptr_t)p))
+
+/* Memory another process shares (torch.multiprocessing, weights passed
+ * between processes) is learned as it is mapped, its whole range: the
+ * first launch then asks nothing, and no granule cached as not device
+ * memory hides it. */
+static void opened(uintptr_t p)
+{
+	struct facts f;
+	int tag = ask(p, &f) ? device_tag(&f) : 0;
+	if (tag)
+		tag_range(f.start, f.size, tag, LEARNED);
+}
+
+CG_AFTER(cuIpcOpenMemHandle, opened(CG_OUT(pdptr)))
+CG_BEFORE(cuIpcCloseMemHandle, unlearn(dptr))
 
 /* Virtual memory management (PyTorch's expandable segments): a physical
  * handle has a device; mapping it gives an address range that device. */

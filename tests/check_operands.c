@@ -337,6 +337,24 @@ START_TEST(fallback_for_memory_never_seen)
 }
 END_TEST
 
+/* Device d's memory as another process exports it. */
+static CUipcMemHandle exported(int d)
+{
+	CUipcMemHandle h;
+	ck_assert_int_eq(cuIpcGetMemHandle(&h, dev_alloc(d)), CUDA_SUCCESS);
+	return h;
+}
+
+/* Opened by device 0's context: this process works on device 0. */
+static CUdeviceptr ipc_open(CUipcMemHandle h)
+{
+	CUdeviceptr v;
+	ck_assert_int_eq(cuCtxSetCurrent(ctx[0]), CUDA_SUCCESS);
+	ck_assert_int_eq(cuIpcOpenMemHandle(&v, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
+			 CUDA_SUCCESS);
+	return v;
+}
+
 /* The expert as a CUkernel, run in device d's context with every operand at p. */
 static CUresult launch_in(int d, CUdeviceptr p)
 {
@@ -359,6 +377,53 @@ static void own_operands_run(CUdeviceptr v, const char *what)
 	cuGetErrorString(rc, &s);
 	ck_assert_msg(rc == CUDA_SUCCESS, "%s: %s", what, s ? s : "(null)");
 }
+
+/* Device 1's memory opened through IPC, used on device 1, closed; the
+ * driver then maps device 0's memory at the same addresses. */
+static void ipc_addresses_reused(void)
+{
+	setup();
+	CUipcMemHandle h1 = exported(1), h0 = exported(0);
+	CUdeviceptr v = ipc_open(h1);
+	ck_assert_int_eq(launch_in(1, v), CUDA_SUCCESS);
+	ck_assert_int_eq(cuIpcCloseMemHandle(v), CUDA_SUCCESS);
+	ck_assert_msg(ipc_open(h0) == v, "the fake did not reuse the addresses");
+	own_operands_run(v, "device 0's memory where device 1's was");
+}
+
+/* What was learned of an IPC mapping goes with its close: under abort a
+ * stale device killed a correct job. */
+START_TEST(ipc_addresses_reused_for_another_device)
+{
+	static struct run r;
+	setenv("CTXGUARD_MODE", "abort", 1);
+	spawn_fn(&r, ipc_addresses_reused);
+	ck_assert_msg(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0 &&
+		      !strstr(r.err, "cross-context"), "status %#x: %s", r.status, r.err);
+}
+END_TEST
+
+/* A launch found nothing at an address (cached as not device memory);
+ * memory opened there later is learned at the open, so it is checked.
+ * Opened through the variant before CUDA 11.0, as cuGetProcAddress hands
+ * it to a program built for 10.2. */
+START_TEST(ipc_memory_where_none_was)
+{
+	setup();
+	CUipcMemHandle h1 = exported(1);
+	CUdeviceptr own = dev_alloc(0), v = ipc_open(h1), again;
+	CUtensorMap t = tmap_over(own);
+	ck_assert_int_eq(cuIpcCloseMemHandle(v), CUDA_SUCCESS);
+	ck_assert_int_eq(launch(own, v + 64, &t, &t), CUDA_SUCCESS);
+	CUresult (*open_10_2)(CUdeviceptr *, CUipcMemHandle, unsigned) = NULL;
+	ck_assert_int_eq(cuGetProcAddress("cuIpcOpenMemHandle", (void **)&open_10_2, 10020, 0, NULL),
+			 CUDA_SUCCESS);
+	ck_assert_int_eq(cuCtxSetCurrent(ctx[0]), CUDA_SUCCESS);
+	ck_assert_int_eq(open_10_2(&again, h1, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS), CUDA_SUCCESS);
+	ck_assert_msg(again == v, "the fake did not reuse the addresses");
+	assert_refused(launch(own, v + 64, &t, &t), "opened where nothing was");
+}
+END_TEST
 
 /* A pool's pointer imported from another process, used on device 1 and
  * freed: no hook saw it allocated, yet what was learned of it goes with
@@ -856,6 +921,8 @@ int main(void)
 	tcase_add_test(t, tensor_map_over_freed_memory);
 	tcase_add_test(t, operands_off_and_scope);
 	tcase_add_test(t, fallback_for_memory_never_seen);
+	tcase_add_test(t, ipc_addresses_reused_for_another_device);
+	tcase_add_test(t, ipc_memory_where_none_was);
 	tcase_add_test(t, free_of_memory_never_seen_allocated);
 	tcase_add_test(t, silent_crossing_is_stopped_before_it_runs);
 	tcase_add_loop_test(t, one_report_per_launch, 0, 3);
