@@ -103,7 +103,7 @@ def fp8_calls(builds, form, sets, index, m, n, k, g):
 def run_shape(builds, shape, kind, dtypes, iters):
     name, e, rows, k, n, _ = shape
     rt = bg.Routing(kind, bg.counts_for(kind, e, rows))
-    label = "%s %s" % (name, kind)
+    label = "%s %s M=%d" % (name, kind, rt.m)  # M: the tiles' rows, padding included
     flops = 2.0 * rt.routed * k * n
     dg = bg.DG is not None and rt.form == "contiguous"
     if "bf16" in dtypes:
