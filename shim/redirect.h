@@ -101,8 +101,8 @@ void cg_rehome_drop(uintptr_t module);
 void cg_rehome_forget(CUcontext ctx);
 void cg_rehome_reset(void);
 /* fn's twin in ctx (current): made once, attributes replayed (a CUkernel's:
- * those set for device from_dev, set for ctx's device); NULL with why
- * filled when it cannot be made. */
+ * those set for device from_dev, set for ctx's device); fn itself in its
+ * own context; NULL with why filled when it cannot be made. */
 CUfunction cg_rehome_function(const struct cg_fn *fn, CUcontext ctx, int from_dev, char *why,
 			      size_t n);
 

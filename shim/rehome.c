@@ -344,6 +344,10 @@ static int made(const struct cg_fn *fn, CUcontext ctx, struct twin *out, char *w
 CUfunction cg_rehome_function(const struct cg_fn *fn, CUcontext ctx, int from_dev, char *why,
 			      size_t n)
 {
+	/* In its own context the original itself runs, with the attributes
+	 * the program set on it (kind (a) sent back to its owner's device). */
+	if (ctx == fn->owner)
+		return (CUfunction)fn->handle;
 	/* A CUkernel takes its attributes per device: those set for the
 	 * device the program launched on go to its function in ctx. */
 	int kernel = fn->flags & CG_FN_KERNEL;

@@ -437,6 +437,21 @@ START_TEST(destroyed_context_forgets_its_twins)
 }
 END_TEST
 
+/* Kind (a) back to the owner's device: the helper, loaded in device 0's
+ * primary context, launched in device 1's with device 0's operands runs
+ * there as itself, with its own attributes: nothing is loaded again. */
+START_TEST(redirect_into_the_owners_context_runs_the_original)
+{
+	fake_trace_start();
+	ck_assert_int_eq(launch_helper(ctx[1], stream[1], b0, b0), CUDA_SUCCESS);
+	size_t n = fake_trace(trace, 4096);
+	size_t run = find(n, 0, "launch", ctx[0], NULL, NULL);
+	ck_assert_msg(run < n, "not launched on device 0");
+	ck_assert_ptr_eq(trace[run].object, helper);
+	ck_assert_uint_eq(count(n, "cuModuleLoad"), 0);
+}
+END_TEST
+
 /* DeepGEMM's own route: a library, its kernel's function fetched once while
  * device 0 is current; the twin is fetched from the same kernel in device
  * 1's context. */
@@ -1234,6 +1249,7 @@ int main(void)
 	tcase_add_test(t, helper_is_rehomed_with_its_attributes);
 	tcase_add_test(t, library_function_is_rehomed);
 	tcase_add_test(t, destroyed_context_forgets_its_twins);
+	tcase_add_test(t, redirect_into_the_owners_context_runs_the_original);
 	tcase_add_test(t, file_module_is_rehomed);
 	tcase_add_test(t, destroyed_stream_is_dropped);
 	tcase_add_test_raise_signal(t, impossible_redirect_aborts_by_default, SIGABRT);
