@@ -6,6 +6,10 @@
  * did not.  The kernels come as PTX (JIT-compiled at load), so nothing but
  * the driver is needed.
  *
+ * Then the calls a program makes into the context while another thread's
+ * cuModuleLoadData waits there (ctxguard makes re-homed kernels ahead on a
+ * thread of its own, shim/prewarm.c): does the load hold them up too?
+ *
  * usage: driver_waits [WAIT]    (seconds, default 2) on a GPU machine.
  * Prints one line per call; exits 0, or 1 on a CUDA error. */
 #include <cuda.h>
@@ -120,6 +124,45 @@ static CUresult event_create(void)
 	return cuEventCreate(&e, CU_EVENT_DISABLE_TIMING);
 }
 
+static CUcontext ctx;
+static CUstream other; /* a stream of the context that the spin is not on */
+
+static CUresult launch_other(void)
+{
+	return cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, other, NULL, NULL);
+}
+
+static CUresult mem_alloc(void)
+{
+	CUdeviceptr p;
+	CUresult rc = cuMemAlloc(&p, 1 << 20);
+	return rc == CUDA_SUCCESS ? cuMemFree(p) : rc;
+}
+
+static CUresult event_record(void)
+{
+	CUevent e;
+	CUresult rc = cuEventCreate(&e, CU_EVENT_DISABLE_TIMING);
+	return rc == CUDA_SUCCESS ? cuEventRecord(e, other) : rc;
+}
+
+static CUresult copy_async(void)
+{
+	static unsigned word;
+	CUdeviceptr p;
+	CUresult rc = cuMemAlloc(&p, sizeof word);
+	return rc == CUDA_SUCCESS ? cuMemcpyHtoDAsync(p, &word, sizeof word, other) : rc;
+}
+
+/* The other thread: a module load into the context, which waits. */
+static void *loader(void *unused)
+{
+	(void)unused;
+	cuCtxSetCurrent(ctx);
+	load();
+	return NULL;
+}
+
 static const struct {
 	const char *name;
 	CUresult (*call)(void);
@@ -138,6 +181,19 @@ static const struct {
 	{"cuEventCreate", event_create, NULL},
 };
 
+/* While another thread's cuModuleLoadData waits on the context. */
+static const struct {
+	const char *name;
+	CUresult (*call)(void);
+} beside[] = {
+	{"cuLaunchKernel (another stream)", launch_other},
+	{"cuMemAlloc + cuMemFree", mem_alloc},
+	{"cuStreamCreate", stream_create},
+	{"cuEventCreate + cuEventRecord", event_record},
+	{"cuMemcpyHtoDAsync", copy_async},
+	{"cuModuleGetFunction", get_function},
+};
+
 static double now(void)
 {
 	struct timespec t;
@@ -151,7 +207,6 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: driver_waits [WAIT seconds, >= 1]\n");
 		return 1;
 	}
-	CUcontext ctx;
 	CUmodule spin_mod;
 	CUfunction spin;
 	CUstream s;
@@ -169,6 +224,7 @@ int main(int argc, char **argv)
 	CU(cuMemHostAlloc((void **)&release, sizeof *release, CU_MEMHOSTALLOC_DEVICEMAP));
 	CU(cuMemHostGetDevicePointer(&flag, (void *)release, 0));
 	CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	CU(cuStreamCreate(&other, CU_STREAM_NON_BLOCKING));
 	long long cycles = 4000000000LL * (wait_s + 8); /* a bound, should the host never release */
 	void *args[] = {&flag, &cycles};
 	printf("driver_waits: each call while a kernel of its context spins for %u s\n", wait_s);
@@ -188,6 +244,28 @@ int main(int argc, char **argv)
 		CU(cuStreamSynchronize(s));
 		printf("%-32s %6.3f s  %s (rc %d)\n", calls[i].name, took,
 		       took > 0.5 * wait_s ? "waited" : "at once", (int)rc);
+	}
+	printf("driver_waits: each call while another thread's cuModuleLoadData waits there\n");
+	for (size_t i = 0; i < sizeof beside / sizeof beside[0]; i++) {
+		*release = 0;
+		CU(cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, s, args, NULL));
+		usleep(100000);
+		pthread_t l, t;
+		double l0 = now();
+		if (pthread_create(&l, NULL, loader, NULL) != 0)
+			return 1;
+		usleep(200000); /* the load is waiting */
+		if (pthread_create(&t, NULL, releaser, NULL) != 0)
+			return 1;
+		double t0 = now();
+		CUresult rc = beside[i].call();
+		double took = now() - t0;
+		pthread_join(t, NULL);
+		pthread_join(l, NULL);
+		double load_took = now() - l0;
+		CU(cuCtxSynchronize());
+		printf("%-32s %6.3f s  %s (rc %d; the load took %.3f s)\n", beside[i].name, took,
+		       took > 0.5 * wait_s ? "waited" : "at once", (int)rc, load_took);
 	}
 	return 0;
 }
