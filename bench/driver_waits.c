@@ -7,8 +7,9 @@
  * the driver is needed.
  *
  * Then the calls a program makes into the context while another thread's
- * cuModuleLoadData waits there (ctxguard makes re-homed kernels ahead on a
- * thread of its own, shim/prewarm.c): does the load hold them up too?
+ * cuModuleLoadData waits there: does the load hold them up too?  (Whether
+ * ctxguard could load re-homed kernels ahead on a thread of its own:
+ * README, Deadlock.)
  *
  * usage: driver_waits [WAIT]    (seconds, default 2) on a GPU machine.
  * Prints one line per call; exits 0, or 1 on a CUDA error. */

@@ -470,6 +470,37 @@ START_TEST(free_of_memory_never_seen_allocated)
 }
 END_TEST
 
+/* A free of such memory captured into a graph frees when the graph runs:
+ * nothing is asked of the driver during the capture (a lookup would fail
+ * the way a global-mode capture refuses one). */
+START_TEST(captured_free_of_memory_never_seen_allocated)
+{
+	setup();
+	CUmemoryPool pool;
+	CUmemPoolPtrExportData data;
+	CUmemPoolProps props = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+				.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+				.location = {CU_MEM_LOCATION_TYPE_DEVICE, 1}};
+	CUdeviceptr p, v;
+	ck_assert_int_eq(cuMemPoolCreate(&pool, &props), CUDA_SUCCESS);
+	ck_assert_int_eq(cuMemAllocFromPoolAsync(&p, SIZE, pool, stream[1]), CUDA_SUCCESS);
+	ck_assert_int_eq(cuMemPoolExportPointer(&data, p), CUDA_SUCCESS);
+	ck_assert_int_eq(cuCtxSetCurrent(ctx[0]), CUDA_SUCCESS);
+	ck_assert_int_eq(cuMemPoolImportPointer(&v, pool, &data), CUDA_SUCCESS);
+	ck_assert_int_eq(launch_in(1, v), CUDA_SUCCESS);
+	fake_stream_set_capturing(stream[0], 1);
+	fake_fail_next("cuPointerGetAttributes", CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+	ck_assert_int_eq(cuMemFreeAsync(v, stream[0]), CUDA_SUCCESS);
+	fake_stream_set_capturing(stream[0], 0);
+	/* The failure is still pending: ctxguard asked nothing. */
+	CUpointer_attribute attr = CU_POINTER_ATTRIBUTE_MEMORY_TYPE;
+	CUmemorytype type = 0;
+	void *data_out[] = {&type};
+	ck_assert_int_eq(cuPointerGetAttributes(1, &attr, data_out, p),
+			 CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+}
+END_TEST
+
 /* The silent case itself: with peer access on, the fake runs the kernel
  * on device 0 against device 1's memory; ctxguard stops it first. */
 START_TEST(silent_crossing_is_stopped_before_it_runs)
@@ -924,6 +955,7 @@ int main(void)
 	tcase_add_test(t, ipc_addresses_reused_for_another_device);
 	tcase_add_test(t, ipc_memory_where_none_was);
 	tcase_add_test(t, free_of_memory_never_seen_allocated);
+	tcase_add_test(t, captured_free_of_memory_never_seen_allocated);
 	tcase_add_test(t, silent_crossing_is_stopped_before_it_runs);
 	tcase_add_loop_test(t, one_report_per_launch, 0, 3);
 	tcase_add_test(t, long_kernel_name_logged_whole);
