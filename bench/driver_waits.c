@@ -155,13 +155,56 @@ static CUresult copy_async(void)
 	return rc == CUDA_SUCCESS ? cuMemcpyHtoDAsync(p, &word, sizeof word, other) : rc;
 }
 
+static double now(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+static double load_took; /* the other thread's load, from its start */
+
 /* The other thread: a module load into the context, which waits. */
 static void *loader(void *unused)
 {
 	(void)unused;
+	double t0 = now();
 	cuCtxSetCurrent(ctx);
 	load();
+	load_took = now() - t0;
 	return NULL;
+}
+
+static CUfunction spin;
+static CUstream s;         /* the spin's */
+static CUdeviceptr flag;   /* release, as the device sees it */
+static long long cycles;   /* a bound, should the host never release */
+static void *spin_args[] = {&flag, &cycles};
+
+/* Seconds call takes while a kernel of the context spins until the host
+ * releases it wait_s later; beside: while another thread's module load
+ * waits there too. */
+static double timed(CUresult (*call)(void), int beside, CUresult *rc)
+{
+	pthread_t l, t;
+	*release = 0;
+	CU(cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, s, spin_args, NULL));
+	usleep(100000); /* running, not just queued */
+	if (beside) {
+		if (pthread_create(&l, NULL, loader, NULL) != 0)
+			exit(1);
+		usleep(200000); /* the load is waiting */
+	}
+	if (pthread_create(&t, NULL, releaser, NULL) != 0)
+		exit(1);
+	double t0 = now();
+	*rc = call();
+	double took = now() - t0;
+	pthread_join(t, NULL);
+	if (beside)
+		pthread_join(l, NULL);
+	CU(cuCtxSynchronize());
+	return took;
 }
 
 static const struct {
@@ -191,15 +234,13 @@ static const struct {
 	{"cuMemAlloc + cuMemFree", mem_alloc},
 	{"cuStreamCreate", stream_create},
 	{"cuEventCreate + cuEventRecord", event_record},
-	{"cuMemcpyHtoDAsync", copy_async},
+	{"cuMemAlloc + cuMemcpyHtoDAsync", copy_async},
 	{"cuModuleGetFunction", get_function},
 };
 
-static double now(void)
+static const char *verdict(double took)
 {
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec + t.tv_nsec * 1e-9;
+	return took > 0.5 * wait_s ? "waited" : "at once";
 }
 
 int main(int argc, char **argv)
@@ -209,9 +250,6 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	CUmodule spin_mod;
-	CUfunction spin;
-	CUstream s;
-	CUdeviceptr flag;
 	CU(cuInit(0));
 	CU(cuDeviceGet(&dev, 0));
 	CU(cuDevicePrimaryCtxRetain(&ctx, dev));
@@ -226,47 +264,21 @@ int main(int argc, char **argv)
 	CU(cuMemHostGetDevicePointer(&flag, (void *)release, 0));
 	CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
 	CU(cuStreamCreate(&other, CU_STREAM_NON_BLOCKING));
-	long long cycles = 4000000000LL * (wait_s + 8); /* a bound, should the host never release */
-	void *args[] = {&flag, &cycles};
+	cycles = 4000000000LL * (wait_s + 8);
 	printf("driver_waits: each call while a kernel of its context spins for %u s\n", wait_s);
 	for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++) {
-		*release = 0;
+		CUresult rc;
 		if (calls[i].before)
 			CU(calls[i].before());
-		CU(cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, s, args, NULL));
-		usleep(100000); /* running, not just queued */
-		pthread_t t;
-		if (pthread_create(&t, NULL, releaser, NULL) != 0)
-			return 1;
-		double t0 = now();
-		CUresult rc = calls[i].call();
-		double took = now() - t0;
-		pthread_join(t, NULL);
-		CU(cuStreamSynchronize(s));
-		printf("%-32s %6.3f s  %s (rc %d)\n", calls[i].name, took,
-		       took > 0.5 * wait_s ? "waited" : "at once", (int)rc);
+		double took = timed(calls[i].call, 0, &rc);
+		printf("%-32s %6.3f s  %s (rc %d)\n", calls[i].name, took, verdict(took), (int)rc);
 	}
 	printf("driver_waits: each call while another thread's cuModuleLoadData waits there\n");
 	for (size_t i = 0; i < sizeof beside / sizeof beside[0]; i++) {
-		*release = 0;
-		CU(cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, s, args, NULL));
-		usleep(100000);
-		pthread_t l, t;
-		double l0 = now();
-		if (pthread_create(&l, NULL, loader, NULL) != 0)
-			return 1;
-		usleep(200000); /* the load is waiting */
-		if (pthread_create(&t, NULL, releaser, NULL) != 0)
-			return 1;
-		double t0 = now();
-		CUresult rc = beside[i].call();
-		double took = now() - t0;
-		pthread_join(t, NULL);
-		pthread_join(l, NULL);
-		double load_took = now() - l0;
-		CU(cuCtxSynchronize());
+		CUresult rc;
+		double took = timed(beside[i].call, 1, &rc);
 		printf("%-32s %6.3f s  %s (rc %d; the load took %.3f s)\n", beside[i].name, took,
-		       took > 0.5 * wait_s ? "waited" : "at once", (int)rc, load_took);
+		       verdict(took), (int)rc, load_took);
 	}
 	return 0;
 }
