@@ -237,26 +237,20 @@ static void unlearn(uintptr_t p)
 		untag_range(f.start, f.size, LEARNED);
 }
 
-static void freed(uintptr_t p)
+/* async: the stream of a stream-ordered free, else NULL.  A free captured
+ * into a graph happens when the graph runs: no driver question is added to
+ * the capture (README, operands), so what was learned of that memory
+ * outlives it, until a hook or an IPC open tags its granules anew. */
+static void freed(uintptr_t p, const CUstream *async)
 {
-	if (p && !forget(p))
-		unlearn(p);
-}
-
-/* A free captured into a graph happens when the graph runs: no driver
- * question is added to the capture (README, operands), so what was learned
- * of that memory outlives it, until a hook or an IPC open tags its
- * granules anew. */
-static void freed_on(uintptr_t p, CUstream s)
-{
-	if (p && !forget(p) && !cg_capturing(s))
+	if (p && !forget(p) && !(async && cg_capturing(*async)))
 		unlearn(p);
 }
 
 /* Unpublish before the real free: the driver may hand the range out again
  * at once on another thread. */
-CG_BEFORE(cuMemFree, freed(dptr))
-CG_BEFORE(cuMemFreeAsync, freed_on(dptr, hStream))
+CG_BEFORE(cuMemFree, freed(dptr, NULL))
+CG_BEFORE(cuMemFreeAsync, freed(dptr, &hStream))
 CG_BEFORE(cuMemFreeHost, forget((uintptr_t)p))
 CG_BEFORE(cuMemHostUnregister, forget((uintptr_t)p))
 

@@ -92,7 +92,7 @@ static const struct {
 struct plan {
 	int rehome;
 	struct cg_decoded gemm;
-	int from_dev;              /* the launch's device, whose kernel attributes a twin takes */
+	int launch_dev;            /* the launch's device, whose kernel attributes a twin takes */
 	int to_dev;
 	CUcontext target;
 	const char *via;           /* the bundled entry point, or "re-homed" */
@@ -223,7 +223,7 @@ static int plan(const struct cg_launch *l, const struct cg_crossing *c, const st
 			 : plan_rehome(l, fn, p, why, n);
 	if (!ok)
 		return 0;
-	p->from_dev = c->launch_dev;
+	p->launch_dev = c->launch_dev;
 	if (p->to_dev < 0)
 		p->to_dev = c->launch_dev;
 	p->target = p->to_dev == c->launch_dev ? (CUcontext)c->launch_ctx : cg_device_ctx(p->to_dev);
@@ -253,7 +253,7 @@ static CUresult run(const struct plan *p, const struct cg_launch *l, const struc
 		snprintf(why, n, "the driver has no cuLaunchKernelEx (before CUDA 11.8)");
 		return CUDA_ERROR_NOT_SUPPORTED;
 	}
-	CUfunction f = cg_rehome_function(fn, p->target, p->from_dev, why, n);
+	CUfunction f = cg_rehome_function(fn, p->target, p->launch_dev, why, n);
 	if (!f)
 		return CUDA_ERROR_NOT_FOUND;
 	CUlaunchConfig config = l->config;

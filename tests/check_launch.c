@@ -23,6 +23,16 @@ static const char *const launches[] = {"launch", "launchex", "coop", "multidev",
 
 static struct run r;
 
+/* This process's log file for a test (tag), removed, and its setting. */
+static char log_path[128], log_env[160];
+
+static void fresh_log(const char *tag)
+{
+	snprintf(log_path, sizeof log_path, "/tmp/ctxguard-%s-%d.jsonl", tag, (int)getpid());
+	snprintf(log_env, sizeof log_env, "CTXGUARD_LOG=%s", log_path);
+	unlink(log_path);
+}
+
 static void scenario(const char *mode, const char *route, const char *load, const char *api,
 		     const char *scase, const char *kernel, const char *extra_env)
 {
@@ -161,23 +171,20 @@ END_TEST
 
 START_TEST(warn_reports_and_launches)
 {
-	char log[128], env_log[160];
-	snprintf(log, sizeof log, "/tmp/ctxguard-check-%d.jsonl", (int)getpid());
-	snprintf(env_log, sizeof env_log, "CTXGUARD_LOG=%s", log);
-	unlink(log);
-	scenario("warn", "dlsym", "data", "launch", "cross", "expert", env_log);
+	fresh_log("check");
+	scenario("warn", "dlsym", "data", "launch", "cross", "expert", log_env);
 	/* The driver itself then refuses the cross-context CUfunction. */
 	ck_assert_msg(exited(&r, 3), "%s%s", r.out, r.err);
 	ck_assert_msg(strstr(r.out, "launch: 400 CUDA_ERROR_INVALID_HANDLE"), "%s", r.out);
 	ck_assert_msg(!strstr(r.out, cg_deepgemm_message), "%s", r.out);
 	ck_assert_str_eq(first_line(r.err), cg_deepgemm_message);
-	char *text = slurp(log);
-	ck_assert_msg(text, "no log at %s", log);
+	char *text = slurp(log_path);
+	ck_assert_msg(text, "no log at %s", log_path);
 	ck_assert_msg(strstr(text, "\"event\":\"crossing\"") && strstr(text, "\"action\":\"warn\""),
 		      "%s", text);
 	ck_assert_msg(strstr(text, "\"event\":\"start\"") && strstr(text, "\"event\":\"summary\""),
 		      "%s", text);
-	unlink(log);
+	unlink(log_path);
 }
 END_TEST
 
@@ -237,20 +244,19 @@ END_TEST
  * (and an audit fails). */
 START_TEST(start_up_waits_for_the_loader_lock)
 {
-	char lib[4096], prog[4096], cupti[4200], policy[128], log[128], env_policy[160];
+	char lib[4096], prog[4096], cupti[4200], policy[128], env_policy[160];
 	snprintf(lib, sizeof lib, "%s/tests/libs/libcgtest.so", build_dir());
 	snprintf(prog, sizeof prog, "%s/tests/progs/loaderlock", build_dir());
 	snprintf(cupti, sizeof cupti, "CTXGUARD_CUPTI=%s/fake/cupti/libcupti.so", build_dir());
 	snprintf(policy, sizeof policy, "/tmp/ctxguard-loaderlock-%d.conf", (int)getpid());
-	snprintf(log, sizeof log, "/tmp/ctxguard-loaderlock-%d.jsonl", (int)getpid());
+	fresh_log("loaderlock");
 	snprintf(env_policy, sizeof env_policy, "CTXGUARD_POLICY=%s", policy);
 	FILE *f = fopen(policy, "w");
 	ck_assert_ptr_nonnull(f);
 	fputs("mode = abort\n", f);
 	fclose(f);
-	unlink(log);
 	const char *env[] = {preload_without_shim(), env_policy, cupti, NULL};
-	const char *argv[] = {"ctxguard", "--audit", "--error-exitcode", "9", "--log", log,
+	const char *argv[] = {"ctxguard", "--audit", "--error-exitcode", "9", "--log", log_path,
 			      "--", prog, lib, policy, NULL};
 	spawn(&r, env, argv);
 	unlink(policy);
@@ -260,11 +266,11 @@ START_TEST(start_up_waits_for_the_loader_lock)
 				    "unchecked") &&
 			      strstr(r.err, "ctxguard: 1 process let calls pass unchecked"),
 		      "%s", r.err);
-	char *text = slurp(log);
+	char *text = slurp(log_path);
 	ck_assert_msg(text && strstr(text, "\"event\":\"unchecked\"") &&
 			      strstr(text, "\"calls\":2,\"first\":\"cuGetErrorString\""),
-		      "%s", text ? text : log);
-	unlink(log);
+		      "%s", text ? text : log_path);
+	unlink(log_path);
 }
 END_TEST
 
@@ -275,11 +281,8 @@ END_TEST
  * cuda_version (version is ctxguard's, in every record). */
 START_TEST(unmapped_entry_point_is_said)
 {
-	char log[128], env_log[160];
-	snprintf(log, sizeof log, "/tmp/ctxguard-unmapped-%d.jsonl", (int)getpid());
-	snprintf(env_log, sizeof env_log, "CTXGUARD_LOG=%s", log);
-	unlink(log);
-	const char *env[] = {"CTXGUARD_MODE=error", "FAKE_CUDA_UNEXPORTED=1", env_log, NULL};
+	fresh_log("unmapped");
+	const char *env[] = {"CTXGUARD_MODE=error", "FAKE_CUDA_UNEXPORTED=1", log_env, NULL};
 	const char *argv[] = {"tests/progs/scenario", "procaddr", "data", "launch", "cross",
 			      "expert", NULL};
 	spawn(&r, env, argv);
@@ -290,8 +293,8 @@ START_TEST(unmapped_entry_point_is_said)
 				      "returned ") == 1 &&
 			      strstr(r.err, "which is not a libcuda export ctxguard knows"),
 		      "%s", r.err);
-	char *text = slurp(log);
-	unlink(log);
+	char *text = slurp(log_path);
+	unlink(log_path);
 	const char *rec = text ? strstr(text, "{\"event\":\"unmapped\",") : NULL;
 	ck_assert_msg(rec, "%s", text ? text : "no log");
 	char line[1024];
