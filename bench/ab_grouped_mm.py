@@ -23,7 +23,8 @@ One line per problem: the medians, TF/s (routed rows), the first build's
 time over each other's (> 1: the other is faster), DeepGEMM's time over each
 build's, and whether each build's output is bitwise identical to the first
 build's on the rows that carry data (a variant that only changes speed must
-print yes; DeepGEMM is compared by relative error).
+print yes; one that changes the order of the sums prints its relative error;
+DeepGEMM is compared by relative error).
 """
 import argparse
 import os
@@ -81,7 +82,8 @@ def compare(label, calls, flops, d, valid, iters):
     if "dg" in calls:
         line.append("dg/ " + " ".join("%s %.3f" % (n, med["dg"] / med[n]) for n in ours))
         line.append("dg rel %.1e" % dg_rel)
-    same = ["%s %s" % (n, "yes" if torch.equal(out[n], ref) else "NO") for n in ours[1:]]
+    same = ["%s %s" % (n, "yes" if torch.equal(out[n], ref) else "NO, rel %.1e" % bg.rel_err(out[n], ref.float()))
+            for n in ours[1:]]
     if same:
         line.append("identical " + " ".join(same))
     print("  ".join(line), flush=True)
