@@ -269,7 +269,7 @@ enum fake_mem_kind {
 	FAKE_MEM_MANAGED,    /* cuMemAllocManaged; never backed, reachable from every device */
 	FAKE_MEM_HOST,	     /* cuMemAllocHost / cuMemHostAlloc: real memory */
 	FAKE_MEM_REGISTERED, /* cuMemHostRegister: the caller's memory */
-	FAKE_MEM_VMM,	     /* a cuMemMap mapping of a cuMemCreate handle */
+	FAKE_MEM_VMM,	     /* a cuMemMap mapping of a cuMemCreate (or imported) handle */
 	FAKE_MEM_POOL_HOST,  /* from a host-located pool; never backed, reachable from every device */
 	FAKE_MEM_IPC,	     /* a cuIpcOpenMemHandle mapping of another allocation; never backed */
 	FAKE_MEM_POOL_IMPORT, /* a cuMemPoolImportPointer mapping of a pool allocation; never backed */

@@ -30,6 +30,10 @@
  *    last open (cuIpcCloseMemHandle; opens in one context are counted) or freeing the
  *    import hands its addresses to the next mapping. The context that opened an IPC handle
  *    reaches its memory (CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS, the one flag accepted).
+ *    A VMM handle created with requestedHandleTypes CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+ *    exports (cuMemExportToShareableHandle) to a number standing for a file descriptor, no
+ *    file opened; cuMemImportFromShareableHandle makes it a new handle on the exporting
+ *    handle's device, which cuMemGetAllocationPropertiesFromHandle names.
  *  - The deprecated cuLaunch / cuLaunchGrid* take the block shape and parameters stored by
  *    cuFuncSetBlockShape / cuParamSet* (until then: one thread, parameters all zero).
  *  - Tensor maps are opaque 128 bytes, unless FAKE_CUDA_TMAP_ADDRESS_WORD=k (0..15) puts the

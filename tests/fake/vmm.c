@@ -2,7 +2,9 @@
  * Virtual memory management: address reservations in their own range (tied to no
  * device), physical handles made on a device, and mappings, which put the handle's device
  * behind the reserved addresses. A mapping is reachable only from the devices granted
- * access with cuMemSetAccess, as on the real driver.
+ * access with cuMemSetAccess, as on the real driver. A handle made with a POSIX file
+ * descriptor handle type can be exported and imported again as if by another process: the
+ * import is a handle of its own, on the exported memory's device.
  */
 #include "fake.h"
 
@@ -10,9 +12,20 @@ struct fake_phys {
 	struct fake_hdr h;
 	CUdevice dev;
 	size_t size;
+	CUmemAllocationHandleType types; /* requested at creation: what it may be exported as */
 	unsigned nmaps;
 	bool released; /* cuMemRelease called; freed once the last mapping goes */
 };
+
+/* What an exported file descriptor stands for: FAKE_EXPORT_FD + i names exports[i] (no
+ * file is opened; memory is never backed). */
+struct export {
+	CUdevice dev;
+	size_t size;
+	CUmemAllocationHandleType types;
+};
+
+#define FAKE_EXPORT_FD 1000
 
 struct reservation {
 	CUdeviceptr base;
@@ -22,6 +35,8 @@ struct reservation {
 static struct fake_pool phys_pool = FAKE_POOL_INIT(struct fake_phys);
 static struct reservation *resv;
 static size_t nresv, capresv;
+static struct export *exports;
+static size_t nexports, capexports;
 static CUdeviceptr vmm_used;
 
 static struct fake_phys *phys_of(CUmemGenericAllocationHandle h)
@@ -116,7 +131,62 @@ CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
 		return fake_leave(CUDA_ERROR_OUT_OF_MEMORY);
 	p->dev = prop->location.id;
 	p->size = size;
+	p->types = prop->requestedHandleTypes;
 	*handle = (CUmemGenericAllocationHandle)(uintptr_t)p;
+	return fake_leave(CUDA_SUCCESS);
+}
+
+/* Only POSIX file descriptors, of handles created to be exported as such. */
+CUresult CUDAAPI cuMemExportToShareableHandle(void *shareableHandle,
+					      CUmemGenericAllocationHandle handle,
+					      CUmemAllocationHandleType handleType,
+					      unsigned long long flags)
+{
+	FAKE_ENTER();
+	const struct fake_phys *p = phys_of(handle);
+	if (!shareableHandle || !p || p->released || flags != 0 ||
+	    handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR || !(p->types & handleType))
+		return fake_leave(CUDA_ERROR_INVALID_VALUE);
+	struct export *grown = fake_grow(exports, &capexports, nexports + 1, sizeof(*exports));
+	if (!grown)
+		return fake_leave(CUDA_ERROR_OUT_OF_MEMORY);
+	exports = grown;
+	exports[nexports] = (struct export){p->dev, p->size, p->types};
+	*(int *)shareableHandle = FAKE_EXPORT_FD + (int)nexports++;
+	return fake_leave(CUDA_SUCCESS);
+}
+
+/* A new handle each time, as in the process the descriptor was passed to. */
+CUresult CUDAAPI cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle,
+						void *osHandle,
+						CUmemAllocationHandleType shHandleType)
+{
+	FAKE_ENTER();
+	uintptr_t fd = (uintptr_t)osHandle;
+	if (!handle || shHandleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR ||
+	    fd < FAKE_EXPORT_FD || fd - FAKE_EXPORT_FD >= nexports)
+		return fake_leave(CUDA_ERROR_INVALID_VALUE);
+	struct fake_phys *p = fake_pool_take(&phys_pool);
+	if (!p)
+		return fake_leave(CUDA_ERROR_OUT_OF_MEMORY);
+	const struct export *e = &exports[fd - FAKE_EXPORT_FD];
+	p->dev = e->dev;
+	p->size = e->size;
+	p->types = e->types;
+	*handle = (CUmemGenericAllocationHandle)(uintptr_t)p;
+	return fake_leave(CUDA_SUCCESS);
+}
+
+CUresult CUDAAPI cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop,
+							CUmemGenericAllocationHandle handle)
+{
+	FAKE_ENTER();
+	const struct fake_phys *p = phys_of(handle);
+	if (!prop || !p || p->released)
+		return fake_leave(CUDA_ERROR_INVALID_VALUE);
+	*prop = (CUmemAllocationProp){.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+				      .requestedHandleTypes = p->types,
+				      .location = {CU_MEM_LOCATION_TYPE_DEVICE, p->dev}};
 	return fake_leave(CUDA_SUCCESS);
 }
 

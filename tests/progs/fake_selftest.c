@@ -454,6 +454,43 @@ static void test_sharing(void)
 	OK(cuMemFree(p1));
 }
 
+/* A VMM handle exported as a file descriptor comes back as a handle of its own, on the
+ * exporting device; a handle not created to be shared cannot be exported. */
+static void test_shared_vmm(void)
+{
+	enum { GRAN = 2u << 20 };
+	const CUmemAllocationHandleType fd_type = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+	CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+				    .requestedHandleTypes = fd_type,
+				    .location = {CU_MEM_LOCATION_TYPE_DEVICE, 1}};
+	CUmemGenericAllocationHandle made, plain, imported;
+	CUmemAllocationProp got;
+	CUdeviceptr va;
+	int fd = -1, ordinal = -1;
+	OK(cuCtxSetCurrent(ctx0));
+	OK(cuMemCreate(&made, GRAN, &prop, 0));
+	OK(cuMemExportToShareableHandle(&fd, made, fd_type, 0));
+	OK(cuMemImportFromShareableHandle(&imported, (void *)(uintptr_t)fd, fd_type));
+	OK(cuMemGetAllocationPropertiesFromHandle(&got, imported));
+	CHECK(imported != made && got.location.type == CU_MEM_LOCATION_TYPE_DEVICE &&
+	      got.location.id == 1 && got.requestedHandleTypes == fd_type);
+	OK(cuMemAddressReserve(&va, GRAN, 0, 0, 0));
+	OK(cuMemMap(va, GRAN, 0, imported, 0));
+	OK(cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, va + 64));
+	CHECK(ordinal == 1);
+	OK(cuMemUnmap(va, GRAN));
+	OK(cuMemAddressFree(va, GRAN));
+	EXPECT(cuMemImportFromShareableHandle(&imported, (void *)(uintptr_t)(fd + 1), fd_type),
+	       CUDA_ERROR_INVALID_VALUE);
+	prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
+	OK(cuMemCreate(&plain, GRAN, &prop, 0));
+	EXPECT(cuMemExportToShareableHandle(&fd, plain, fd_type, 0), CUDA_ERROR_INVALID_VALUE);
+	OK(cuMemRelease(plain));
+	OK(cuMemRelease(imported));
+	OK(cuMemRelease(made));
+	EXPECT(cuMemGetAllocationPropertiesFromHandle(&got, made), CUDA_ERROR_INVALID_VALUE);
+}
+
 static void test_proc_address(void)
 {
 	void *lib = dlopen("libcuda.so.1", RTLD_NOW);
@@ -600,6 +637,7 @@ int main(void)
 	test_operands();
 	test_vmm_and_graph();
 	test_sharing();
+	test_shared_vmm();
 	test_proc_address();
 	test_images_and_injection();
 	test_threads();
