@@ -60,6 +60,14 @@ static void set_tag(uintptr_t g, int tag)
 		atomic_store_explicit(&tags[g], (unsigned char)tag, memory_order_relaxed);
 }
 
+/* Memory appeared in [base, base + size): no granule of it stays cached
+ * as not device memory. */
+static void uncache(uintptr_t base, size_t size)
+{
+	for (uintptr_t g = base >> SHIFT; size && g <= (base + size - 1) >> SHIFT; g++)
+		atomic_store_explicit(&negative[g % NEG], 0, memory_order_relaxed);
+}
+
 /* Tags [base, base + size): add is ONE for an allocation a hook saw,
  * LEARNED for memory the driver told of. */
 static void tag_range(uintptr_t base, size_t size, int tag, uintptr_t add)
@@ -72,9 +80,9 @@ static void tag_range(uintptr_t base, size_t size, int tag, uintptr_t add)
 		uintptr_t kept = v && (int)(v & 255) == tag ? v : (uintptr_t)tag;
 		cg_table_put(&granules, g, (void *)(add == LEARNED ? kept | LEARNED : kept + ONE));
 		set_tag(g, tag);
-		atomic_store_explicit(&negative[g % NEG], 0, memory_order_relaxed);
 	}
 	pthread_mutex_unlock(&lock);
+	uncache(base, size);
 }
 
 /* Takes back what tag_range added; a granule left with neither a hook's
@@ -255,9 +263,9 @@ CG_BEFORE(cuMemFreeHost, forget((uintptr_t)p))
 CG_BEFORE(cuMemHostUnregister, forget((uintptr_t)p))
 
 /* Memory another process shares (torch.multiprocessing, weights passed
- * between processes) is learned as it is mapped, its whole range: the
- * first launch then asks nothing, and no granule cached as not device
- * memory hides it. */
+ * between processes, a pool's pointer) is learned as it is mapped, its
+ * whole range: the first launch then asks nothing, and no granule cached
+ * as not device memory hides it. */
 static void opened(uintptr_t p)
 {
 	struct facts f;
@@ -268,6 +276,7 @@ static void opened(uintptr_t p)
 
 CG_AFTER(cuIpcOpenMemHandle, opened(CG_OUT(pdptr)))
 CG_BEFORE(cuIpcCloseMemHandle, unlearn(dptr))
+CG_AFTER(cuMemPoolImportPointer, opened(CG_OUT(ptr_out)))
 
 /* Virtual memory management (PyTorch's expandable segments): a physical
  * handle has a device; mapping it gives an address range that device. */
@@ -281,12 +290,25 @@ static void created(const CUmemGenericAllocationHandle *handle, const CUmemAlloc
 	cg_table_put(&handles, (uintptr_t)*handle, (void *)(uintptr_t)(tag ? tag : TAG_ANY));
 }
 
-/* An imported handle is unknown here; the fallback learns its range. */
+/* A handle another process exported: the driver says where its memory is. */
+static void imported(const CUmemGenericAllocationHandle *handle)
+{
+	CUmemAllocationProp prop;
+	if (handle && cg_call.cuMemGetAllocationPropertiesFromHandle &&
+	    cg_call.cuMemGetAllocationPropertiesFromHandle(&prop, *handle) == CUDA_SUCCESS)
+		created(handle, &prop);
+}
+
+/* A handle unknown here (one the driver would not describe) leaves the
+ * range to the fallback, which no granule cached as not device memory
+ * may then hide it from. */
 static void mapped(CUdeviceptr ptr, size_t size, CUmemGenericAllocationHandle handle)
 {
 	uintptr_t tag = (uintptr_t)cg_table_get(&handles, (uintptr_t)handle);
 	if (tag)
 		tag_range(ptr, size, (int)tag, ONE);
+	else
+		uncache(ptr, size);
 }
 
 /* Nothing stays mapped in an unmapped or freed range's granules (VMM maps
@@ -302,6 +324,7 @@ static void emptied(CUdeviceptr ptr, size_t size)
 }
 
 CG_AFTER(cuMemCreate, created(handle, prop))
+CG_AFTER(cuMemImportFromShareableHandle, imported(handle))
 CG_BEFORE(cuMemRelease, cg_table_del(&handles, (uintptr_t)handle))
 CG_AFTER(cuMemMap, mapped(ptr, size, handle))
 CG_BEFORE(cuMemUnmap, emptied(ptr, size))

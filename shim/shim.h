@@ -140,6 +140,7 @@ void *cg_variant_real(void *libcuda, const struct cg_variant *v);
 	X(cuFuncGetParamInfo, (CUfunction f, size_t i, size_t *off, size_t *size)) \
 	X(cuKernelGetParamInfo, (CUkernel k, size_t i, size_t *off, size_t *size)) \
 	X(cuPointerGetAttributes, (unsigned n, CUpointer_attribute *a, void **data, CUdeviceptr p)) \
+	X(cuMemGetAllocationPropertiesFromHandle, (CUmemAllocationProp * prop, CUmemGenericAllocationHandle h)) \
 	X(cuGetErrorName, (CUresult e, const char **name))                  \
 	X(cuStreamIsCapturing, (CUstream s, CUstreamCaptureStatus * status)) \
 	X(cuDeviceGet, (CUdevice * dev, int ordinal))                        \

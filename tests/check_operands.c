@@ -345,6 +345,21 @@ static CUipcMemHandle exported(int d)
 	return h;
 }
 
+/* A pointer of a pool on device d (made in *pool) as another process
+ * exports it. */
+static CUmemPoolPtrExportData pool_exported(int d, CUmemoryPool *pool)
+{
+	CUmemPoolProps props = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+				.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+				.location = {CU_MEM_LOCATION_TYPE_DEVICE, d}};
+	CUdeviceptr p;
+	CUmemPoolPtrExportData data;
+	ck_assert_int_eq(cuMemPoolCreate(pool, &props), CUDA_SUCCESS);
+	ck_assert_int_eq(cuMemAllocFromPoolAsync(&p, SIZE, *pool, stream[d]), CUDA_SUCCESS);
+	ck_assert_int_eq(cuMemPoolExportPointer(&data, p), CUDA_SUCCESS);
+	return data;
+}
+
 /* Opened by device 0's context: this process works on device 0. */
 static CUdeviceptr ipc_open(CUipcMemHandle h)
 {
@@ -425,6 +440,55 @@ START_TEST(ipc_memory_where_none_was)
 }
 END_TEST
 
+/* The same for a pool's pointer imported from another process. */
+START_TEST(pool_import_where_none_was)
+{
+	setup();
+	CUmemoryPool pool;
+	CUmemPoolPtrExportData data = pool_exported(1, &pool);
+	CUdeviceptr own = dev_alloc(0), v, again;
+	CUtensorMap t = tmap_over(own);
+	ck_assert_int_eq(cuCtxSetCurrent(ctx[0]), CUDA_SUCCESS);
+	ck_assert_int_eq(cuMemPoolImportPointer(&v, pool, &data), CUDA_SUCCESS);
+	ck_assert_int_eq(cuMemFreeAsync(v, stream[0]), CUDA_SUCCESS);
+	ck_assert_int_eq(launch(own, v + 64, &t, &t), CUDA_SUCCESS);
+	ck_assert_int_eq(cuCtxSetCurrent(ctx[0]), CUDA_SUCCESS);
+	ck_assert_int_eq(cuMemPoolImportPointer(&again, pool, &data), CUDA_SUCCESS);
+	ck_assert_msg(again == v, "the fake did not reuse the addresses");
+	assert_refused(launch(own, v + 64, &t, &t), "imported where nothing was");
+}
+END_TEST
+
+/* And for device 1's VMM memory, exported by another process as a file
+ * descriptor, imported here (through the hooks, or past them: _i) and
+ * mapped where a launch found nothing.  Imported through the hooks, its
+ * device is known without a lookup. */
+START_TEST(vmm_import_where_none_was)
+{
+	setup();
+	const CUmemAllocationHandleType fd_type = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+	CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+				    .requestedHandleTypes = fd_type,
+				    .location = {CU_MEM_LOCATION_TYPE_DEVICE, 1}};
+	CUresult (*import)(CUmemGenericAllocationHandle *, void *, CUmemAllocationHandleType) =
+		_i ? fake_entry_point("cuMemImportFromShareableHandle", 0)
+		   : cuMemImportFromShareableHandle;
+	CUmemGenericAllocationHandle theirs, ours;
+	CUdeviceptr own = dev_alloc(0), va;
+	CUtensorMap t = tmap_over(own);
+	int fd;
+	ck_assert_int_eq(cuMemCreate(&theirs, SIZE, &prop, 0), CUDA_SUCCESS);
+	ck_assert_int_eq(cuMemExportToShareableHandle(&fd, theirs, fd_type, 0), CUDA_SUCCESS);
+	ck_assert_int_eq(cuMemAddressReserve(&va, SIZE, 0, 0, 0), CUDA_SUCCESS);
+	ck_assert_int_eq(launch(own, va + 64, &t, &t), CUDA_SUCCESS);
+	ck_assert_int_eq(import(&ours, (void *)(uintptr_t)fd, fd_type), CUDA_SUCCESS);
+	ck_assert_int_eq(cuMemMap(va, SIZE, 0, ours, 0), CUDA_SUCCESS);
+	if (!_i)
+		fake_fail_next("cuPointerGetAttributes", CUDA_ERROR_UNKNOWN);
+	assert_refused(launch(own, va + 64, &t, &t), _i ? "imported past the hooks" : "imported");
+}
+END_TEST
+
 /* A pool's pointer imported from another process, used on device 1 and
  * freed: no hook saw it allocated, yet what was learned of it goes with
  * the free, and device 0's memory imported at its addresses is device 0's.
@@ -434,16 +498,7 @@ START_TEST(free_of_memory_never_seen_allocated)
 {
 	setup();
 	CUmemoryPool pool[2];
-	CUmemPoolPtrExportData data[2];
-	for (int d = 0; d < 2; d++) {
-		CUmemPoolProps props = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
-					.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
-					.location = {CU_MEM_LOCATION_TYPE_DEVICE, d}};
-		CUdeviceptr p;
-		ck_assert_int_eq(cuMemPoolCreate(&pool[d], &props), CUDA_SUCCESS);
-		ck_assert_int_eq(cuMemAllocFromPoolAsync(&p, SIZE, pool[d], stream[d]), CUDA_SUCCESS);
-		ck_assert_int_eq(cuMemPoolExportPointer(&data[d], p), CUDA_SUCCESS);
-	}
+	CUmemPoolPtrExportData data[2] = {pool_exported(0, &pool[0]), pool_exported(1, &pool[1])};
 	CUdeviceptr v, again;
 	ck_assert_int_eq(cuCtxSetCurrent(ctx[0]), CUDA_SUCCESS);
 	ck_assert_int_eq(cuMemPoolImportPointer(&v, pool[1], &data[1]), CUDA_SUCCESS);
@@ -477,14 +532,8 @@ START_TEST(captured_free_of_memory_never_seen_allocated)
 {
 	setup();
 	CUmemoryPool pool;
-	CUmemPoolPtrExportData data;
-	CUmemPoolProps props = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
-				.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
-				.location = {CU_MEM_LOCATION_TYPE_DEVICE, 1}};
-	CUdeviceptr p, v;
-	ck_assert_int_eq(cuMemPoolCreate(&pool, &props), CUDA_SUCCESS);
-	ck_assert_int_eq(cuMemAllocFromPoolAsync(&p, SIZE, pool, stream[1]), CUDA_SUCCESS);
-	ck_assert_int_eq(cuMemPoolExportPointer(&data, p), CUDA_SUCCESS);
+	CUmemPoolPtrExportData data = pool_exported(1, &pool);
+	CUdeviceptr v;
 	ck_assert_int_eq(cuCtxSetCurrent(ctx[0]), CUDA_SUCCESS);
 	ck_assert_int_eq(cuMemPoolImportPointer(&v, pool, &data), CUDA_SUCCESS);
 	ck_assert_int_eq(launch_in(1, v), CUDA_SUCCESS);
@@ -496,7 +545,7 @@ START_TEST(captured_free_of_memory_never_seen_allocated)
 	CUpointer_attribute attr = CU_POINTER_ATTRIBUTE_MEMORY_TYPE;
 	CUmemorytype type = 0;
 	void *data_out[] = {&type};
-	ck_assert_int_eq(cuPointerGetAttributes(1, &attr, data_out, p),
+	ck_assert_int_eq(cuPointerGetAttributes(1, &attr, data_out, v),
 			 CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
 }
 END_TEST
@@ -954,6 +1003,8 @@ int main(void)
 	tcase_add_test(t, fallback_for_memory_never_seen);
 	tcase_add_test(t, ipc_addresses_reused_for_another_device);
 	tcase_add_test(t, ipc_memory_where_none_was);
+	tcase_add_test(t, pool_import_where_none_was);
+	tcase_add_loop_test(t, vmm_import_where_none_was, 0, 2);
 	tcase_add_test(t, free_of_memory_never_seen_allocated);
 	tcase_add_test(t, captured_free_of_memory_never_seen_allocated);
 	tcase_add_test(t, silent_crossing_is_stopped_before_it_runs);
