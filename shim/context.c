@@ -103,13 +103,15 @@ void cg_context_reset(void)
 }
 
 /* Its modules and functions go with it (their handles may come back from
- * a load ctxguard does not see), and so do its streams, events, zeros and
- * twins; the twins of its functions, made in other contexts, are unlisted.
+ * a load ctxguard does not see), and so do its memory (its addresses may
+ * come back for memory no hook sees), streams, events, zeros and twins;
+ * the twins of its functions, made in other contexts, are unlisted.
  * Called once the end succeeded: a refused destroy, of a primary context,
  * leaves everything live. */
 static void ctx_gone(CUcontext ctx)
 {
 	cg_registry_forget_ctx(ctx);
+	cg_memory_forget_ctx(ctx);
 	cg_ctx_forget(ctx);
 	cg_ctx_state_forget(ctx);
 	cg_rehome_forget(ctx);

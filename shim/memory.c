@@ -12,6 +12,7 @@
  * allocation is seen, of which only pages holding a tag are ever backed
  * (4 KiB per 8 GiB of memory), so the launch path answers with one load. */
 #include <pthread.h>
+#include <stdlib.h>
 #include <sys/mman.h>
 
 #include "shim.h"
@@ -32,7 +33,16 @@ _Atomic(cg_tag *) cg_granule_tags;
  * hook's mark of another device in one granule are therefore never both
  * current; the newer, which saw the memory just now, replaces the other. */
 static struct cg_table granules = CG_TABLE_INIT;
-/* Allocation base -> (size << 8 | tag), to undo a free. */
+/* An allocation a hook saw, in allocs by its base: what its free, or the
+ * end of its context (the driver then frees it, no free called), takes
+ * back.  Only allocation paths read allocs, so a record taken out of it
+ * is freed at once. */
+struct alloc {
+	uintptr_t base;
+	size_t size;
+	CUcontext owner;           /* NULL: not known; any context's end takes it */
+	struct alloc *next;        /* on the list of a context's end */
+};
 static struct cg_table allocs = CG_TABLE_INIT;
 /* VMM physical handle -> tag. */
 static struct cg_table handles = CG_TABLE_INIT;
@@ -106,21 +116,65 @@ static void untag_range(uintptr_t base, size_t size, uintptr_t drop)
 	pthread_mutex_unlock(&lock);
 }
 
-static void remember(uintptr_t base, size_t size, int tag)
+/* Untags a's memory and frees a; whether there was one. */
+static int drop(struct alloc *a)
 {
-	if (!base)
+	if (!a)
+		return 0;
+	untag_range(a->base, a->size, ONE);
+	free(a);
+	return 1;
+}
+
+/* A hook saw [base, base + size) allocated in owner's context.  A record
+ * already at base is of memory that went out of sight (freed past the
+ * hooks): it is dropped.  Without room for a record the memory is left to
+ * the fallback, which learns it. */
+static void remember(uintptr_t base, size_t size, int tag, CUcontext owner)
+{
+	struct alloc *a = base ? malloc(sizeof *a) : NULL;
+	if (!a)
 		return;
-	cg_table_put(&allocs, base, (void *)(((uintptr_t)size << 8) | (uintptr_t)tag));
+	*a = (struct alloc){base, size, owner, NULL};
+	drop(cg_table_put(&allocs, base, a));
 	tag_range(base, size, tag, ONE);
 }
 
 /* Whether base was an allocation a hook saw (now untagged). */
 static int forget(uintptr_t base)
 {
-	uintptr_t v = (uintptr_t)cg_table_del(&allocs, base);
-	if (v)
-		untag_range(base, v >> 8, ONE);
-	return v != 0;
+	return drop(cg_table_del(&allocs, base));
+}
+
+struct ending {
+	CUcontext ctx;
+	struct alloc **gone;
+};
+
+/* Under the table's lock: whether the allocation went with the context,
+ * listed in *gone to be dropped after. */
+static int ended(void *val, const void *arg)
+{
+	const struct ending *e = arg;
+	struct alloc *a = val;
+	if (a->owner && a->owner != e->ctx)
+		return 0;
+	a->next = *e->gone;
+	*e->gone = a;
+	return 1;
+}
+
+/* The memory of no known context goes too: while it lives, a lookup
+ * learns it back. */
+void cg_memory_forget_ctx(CUcontext ctx)
+{
+	struct alloc *gone = NULL;
+	cg_table_sweep(&allocs, ended, &(struct ending){ctx, &gone});
+	while (gone) {
+		struct alloc *a = gone;
+		gone = a->next;
+		drop(a);
+	}
 }
 
 /* Device d's tag; 0 for no device (or one past what a tag can name). */
@@ -208,30 +262,37 @@ void cg_memory_reset(void)
 
 /* ---- the allocation hooks ---- */
 
+/* Device memory of ctx, its owner. */
+static void allocated(uintptr_t base, size_t size, CUcontext ctx)
+{
+	remember(base, size, tag_of_ctx(ctx), ctx);
+}
+
 /* A pool may live on another device than the stream, or in host memory,
  * which every device reaches: ask the driver.  A host pool's allocation
  * names a device ordinal all the same (measured on an H200: the allocating
- * device's), so the memory type decides. */
-static int pool_tag(CUdeviceptr p, CUstream s)
+ * device's), so the memory type decides.  Memory on the stream's device is
+ * its context's; whose other memory is, is not known here. */
+static void pooled(CUdeviceptr p, size_t size, CUcontext ctx)
 {
 	struct facts f;
-	int tag = 0;
+	int tag = 0, own = tag_of_ctx(ctx);
 	if (ask(p, &f))
 		tag = f.type == CU_MEMORYTYPE_HOST ? TAG_ANY : tag_of_device(f.ordinal);
-	return tag ? tag : tag_of_ctx(cg_launch_ctx(s));
+	tag = tag ? tag : own;
+	remember(p, size, tag, tag == own ? ctx : NULL);
 }
 
-CG_AFTER(cuMemAlloc, remember(CG_OUT(dptr), bytesize, tag_of_ctx(cg_current_ctx())))
-CG_AFTER(cuMemAllocPitch, remember(CG_OUT(dptr), pPitch ? *pPitch * Height : 0,
-				   tag_of_ctx(cg_current_ctx())))
+CG_AFTER(cuMemAlloc, allocated(CG_OUT(dptr), bytesize, cg_current_ctx()))
+CG_AFTER(cuMemAllocPitch, allocated(CG_OUT(dptr), pPitch ? *pPitch * Height : 0, cg_current_ctx()))
 /* Stream-ordered allocations come from the stream's device's pool. */
-CG_AFTER(cuMemAllocAsync, remember(CG_OUT(dptr), bytesize, tag_of_ctx(cg_launch_ctx(hStream))))
-CG_AFTER(cuMemAllocFromPoolAsync, remember(CG_OUT(dptr), bytesize, pool_tag(CG_OUT(dptr), hStream)))
+CG_AFTER(cuMemAllocAsync, allocated(CG_OUT(dptr), bytesize, cg_launch_ctx(hStream)))
+CG_AFTER(cuMemAllocFromPoolAsync, pooled(CG_OUT(dptr), bytesize, cg_launch_ctx(hStream)))
 /* Managed and pinned host memory is reachable from every device (UVA). */
-CG_AFTER(cuMemAllocManaged, remember(CG_OUT(dptr), bytesize, TAG_ANY))
-CG_AFTER(cuMemHostAlloc, remember(CG_OUT(pp), bytesize, TAG_ANY))
-CG_AFTER(cuMemAllocHost, remember(CG_OUT(pp), bytesize, TAG_ANY))
-CG_AFTER(cuMemHostRegister, remember((uintptr_t)p, bytesize, TAG_ANY))
+CG_AFTER(cuMemAllocManaged, remember(CG_OUT(dptr), bytesize, TAG_ANY, cg_current_ctx()))
+CG_AFTER(cuMemHostAlloc, remember(CG_OUT(pp), bytesize, TAG_ANY, cg_current_ctx()))
+CG_AFTER(cuMemAllocHost, remember(CG_OUT(pp), bytesize, TAG_ANY, cg_current_ctx()))
+CG_AFTER(cuMemHostRegister, remember((uintptr_t)p, bytesize, TAG_ANY, cg_current_ctx()))
 
 /* Memory no hook saw allocated (IPC, a pool's imported pointer) goes:
  * what was learned of its range goes too, asked of the driver while the

@@ -192,6 +192,44 @@ START_TEST(every_allocation_path)
 }
 END_TEST
 
+/* A context's end frees its memory, no free called: the verdict on an
+ * address follows the memory, refused while it lives, let through once
+ * the driver took it.  The ends (_i / 4): cuCtxDestroy of a context of
+ * its own, device 1's primary reset, its last release; the allocation
+ * paths (_i % 4): every_allocation_path's but VMM, which no context owns. */
+static const char *const ends[] = {"cuCtxDestroy", "cuDevicePrimaryCtxReset",
+				   "cuDevicePrimaryCtxRelease"};
+
+START_TEST(context_end_takes_its_allocations)
+{
+	int how = _i % 4, end = _i / 4, ordinal;
+	CUdevice d1;
+	setup();
+	ck_assert_int_eq(cuDeviceGet(&d1, 1), CUDA_SUCCESS);
+	if (end == 0) {
+		ck_assert_int_eq(cuCtxCreate(&ctx[1], NULL, 0, d1), CUDA_SUCCESS);
+		ck_assert_int_eq(cuStreamCreate(&stream[1], 0), CUDA_SUCCESS);
+	}
+	CUdeviceptr own = dev_alloc(0);
+	CUtensorMap t = tmap_over(own);
+	size_t size;
+	CUdeviceptr p = alloc_by(how, &size);
+	assert_refused(launch(own, p + 64, &t, &t), alloc_names[how]);
+	if (end == 0)
+		ck_assert_int_eq(cuCtxDestroy(ctx[1]), CUDA_SUCCESS);
+	else if (end == 1)
+		ck_assert_int_eq(cuDevicePrimaryCtxReset(d1), CUDA_SUCCESS);
+	else
+		ck_assert_int_eq(cuDevicePrimaryCtxRelease(d1), CUDA_SUCCESS);
+	CUresult rc = launch(own, p + 64, &t, &t);
+	if (cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p) == CUDA_SUCCESS)
+		assert_refused(rc, ends[end]);
+	else
+		ck_assert_msg(rc == CUDA_SUCCESS, "%s after %s: memory gone taken for device 1's",
+			      alloc_names[how], ends[end]);
+}
+END_TEST
+
 START_TEST(memory_every_device_reaches)
 {
 	setup();
@@ -995,6 +1033,7 @@ int main(void)
 	TCase *t = tcase_create("operands");
 	tcase_set_timeout(t, 60);
 	tcase_add_loop_test(t, every_allocation_path, 0, 5);
+	tcase_add_loop_test(t, context_end_takes_its_allocations, 0, 12);
 	tcase_add_test(t, memory_every_device_reaches);
 	tcase_add_loop_test(t, every_tensor_map_encoder, 0, 4);
 	tcase_add_loop_test(t, both_parameter_forms, 0, 3);
