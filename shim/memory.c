@@ -33,13 +33,14 @@ _Atomic(cg_tag *) cg_granule_tags;
  * hook's mark of another device in one granule are therefore never both
  * current; the newer, which saw the memory just now, replaces the other. */
 static struct cg_table granules = CG_TABLE_INIT;
-/* An allocation a hook saw, in allocs by its base: what its free, or the
- * end of its context (the driver then frees it, no free called), takes
- * back.  Only allocation paths read allocs, so a record taken out of it
- * is freed at once. */
+/* Memory a hook saw allocated, opened or imported, in allocs by its base:
+ * what its free or close, or the end of its context (the driver then
+ * frees and unmaps it, no free called), takes back.  Only allocation paths
+ * read allocs, so a record taken out of it is freed at once. */
 struct alloc {
 	uintptr_t base;
 	size_t size;
+	uintptr_t add;             /* what it added to its granules: ONE, LEARNED */
 	CUcontext owner;           /* NULL: not known; any context's end takes it */
 	struct alloc *next;        /* on the list of a context's end */
 };
@@ -121,26 +122,26 @@ static int drop(struct alloc *a)
 {
 	if (!a)
 		return 0;
-	untag_range(a->base, a->size, ONE);
+	untag_range(a->base, a->size, a->add);
 	free(a);
 	return 1;
 }
 
-/* A hook saw [base, base + size) allocated in owner's context.  A record
- * already at base is of memory that went out of sight (freed past the
- * hooks): it is dropped.  Without room for a record the memory is left to
- * the fallback, which learns it. */
-static void remember(uintptr_t base, size_t size, int tag, CUcontext owner)
+/* A hook saw [base, base + size) appear in owner's context (add: see
+ * tag_range).  A record already at base is of memory that went out of
+ * sight (freed past the hooks): it is dropped.  Without room for a record
+ * the memory is left to the fallback, which learns it. */
+static void remember(uintptr_t base, size_t size, int tag, uintptr_t add, CUcontext owner)
 {
 	struct alloc *a = base ? malloc(sizeof *a) : NULL;
 	if (!a)
 		return;
-	*a = (struct alloc){base, size, owner, NULL};
+	*a = (struct alloc){base, size, add, owner, NULL};
 	drop(cg_table_put(&allocs, base, a));
-	tag_range(base, size, tag, ONE);
+	tag_range(base, size, tag, add);
 }
 
-/* Whether base was an allocation a hook saw (now untagged). */
+/* Whether base was memory a hook saw appear (now untagged). */
 static int forget(uintptr_t base)
 {
 	return drop(cg_table_del(&allocs, base));
@@ -265,7 +266,13 @@ void cg_memory_reset(void)
 /* Device memory of ctx, its owner. */
 static void allocated(uintptr_t base, size_t size, CUcontext ctx)
 {
-	remember(base, size, tag_of_ctx(ctx), ctx);
+	remember(base, size, tag_of_ctx(ctx), ONE, ctx);
+}
+
+/* Managed and pinned host memory is reachable from every device (UVA). */
+static void everywhere(uintptr_t base, size_t size)
+{
+	remember(base, size, TAG_ANY, ONE, cg_current_ctx());
 }
 
 /* A pool may live on another device than the stream, or in host memory,
@@ -280,7 +287,7 @@ static void pooled(CUdeviceptr p, size_t size, CUcontext ctx)
 	if (ask(p, &f))
 		tag = f.type == CU_MEMORYTYPE_HOST ? TAG_ANY : tag_of_device(f.ordinal);
 	tag = tag ? tag : own;
-	remember(p, size, tag, tag == own ? ctx : NULL);
+	remember(p, size, tag, ONE, tag == own ? ctx : NULL);
 }
 
 CG_AFTER(cuMemAlloc, allocated(CG_OUT(dptr), bytesize, cg_current_ctx()))
@@ -288,17 +295,16 @@ CG_AFTER(cuMemAllocPitch, allocated(CG_OUT(dptr), pPitch ? *pPitch * Height : 0,
 /* Stream-ordered allocations come from the stream's device's pool. */
 CG_AFTER(cuMemAllocAsync, allocated(CG_OUT(dptr), bytesize, cg_launch_ctx(hStream)))
 CG_AFTER(cuMemAllocFromPoolAsync, pooled(CG_OUT(dptr), bytesize, cg_launch_ctx(hStream)))
-/* Managed and pinned host memory is reachable from every device (UVA). */
-CG_AFTER(cuMemAllocManaged, remember(CG_OUT(dptr), bytesize, TAG_ANY, cg_current_ctx()))
-CG_AFTER(cuMemHostAlloc, remember(CG_OUT(pp), bytesize, TAG_ANY, cg_current_ctx()))
-CG_AFTER(cuMemAllocHost, remember(CG_OUT(pp), bytesize, TAG_ANY, cg_current_ctx()))
-CG_AFTER(cuMemHostRegister, remember((uintptr_t)p, bytesize, TAG_ANY, cg_current_ctx()))
+CG_AFTER(cuMemAllocManaged, everywhere(CG_OUT(dptr), bytesize))
+CG_AFTER(cuMemHostAlloc, everywhere(CG_OUT(pp), bytesize))
+CG_AFTER(cuMemAllocHost, everywhere(CG_OUT(pp), bytesize))
+CG_AFTER(cuMemHostRegister, everywhere((uintptr_t)p, bytesize))
 
-/* Memory no hook saw allocated (IPC, a pool's imported pointer) goes:
- * what was learned of its range goes too, asked of the driver while the
- * memory still exists.  Other such memory in those granules, or an IPC
- * mapping a close leaves open (the driver counts opens of one handle),
- * costs its next launch one lookup. */
+/* Memory no hook saw appear (allocated past the hooks, an external
+ * memory's buffer) goes: what was learned of its range goes too, asked of
+ * the driver while the memory still exists.  Other such memory in those
+ * granules, or an IPC mapping a close leaves open (the driver counts opens
+ * of one handle), costs its next launch one lookup. */
 static void unlearn(uintptr_t p)
 {
 	struct facts f;
@@ -326,17 +332,17 @@ CG_BEFORE(cuMemHostUnregister, forget((uintptr_t)p))
 /* Memory another process shares (torch.multiprocessing, weights passed
  * between processes, a pool's pointer) is learned as it is mapped, its
  * whole range: the first launch then asks nothing, and no granule cached
- * as not device memory hides it. */
+ * as not device memory hides it.  The mapping is the current context's. */
 static void opened(uintptr_t p)
 {
 	struct facts f;
 	int tag = ask(p, &f) ? device_tag(&f) : 0;
 	if (tag)
-		tag_range(f.start, f.size, tag, LEARNED);
+		remember(f.start, f.size, tag, LEARNED, cg_current_ctx());
 }
 
 CG_AFTER(cuIpcOpenMemHandle, opened(CG_OUT(pdptr)))
-CG_BEFORE(cuIpcCloseMemHandle, unlearn(dptr))
+CG_BEFORE(cuIpcCloseMemHandle, freed(dptr, NULL))
 CG_AFTER(cuMemPoolImportPointer, opened(CG_OUT(ptr_out)))
 
 /* Virtual memory management (PyTorch's expandable segments): a physical

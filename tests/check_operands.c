@@ -398,6 +398,18 @@ static CUmemPoolPtrExportData pool_exported(int d, CUmemoryPool *pool)
 	return data;
 }
 
+/* Imported by device 0's context past the hooks, as a library that found
+ * the driver out of ctxguard's sight would. */
+static CUdeviceptr import_unseen(CUmemoryPool pool, CUmemPoolPtrExportData *data)
+{
+	CUresult (*import)(CUdeviceptr *, CUmemoryPool, CUmemPoolPtrExportData *) =
+		fake_entry_point("cuMemPoolImportPointer", 0);
+	CUdeviceptr v;
+	ck_assert_int_eq(cuCtxSetCurrent(ctx[0]), CUDA_SUCCESS);
+	ck_assert_int_eq(import(&v, pool, data), CUDA_SUCCESS);
+	return v;
+}
+
 /* Opened by device 0's context: this process works on device 0. */
 static CUdeviceptr ipc_open(CUipcMemHandle h)
 {
@@ -527,9 +539,43 @@ START_TEST(vmm_import_where_none_was)
 }
 END_TEST
 
-/* A pool's pointer imported from another process, used on device 1 and
- * freed: no hook saw it allocated, yet what was learned of it goes with
- * the free, and device 0's memory imported at its addresses is device 0's.
+/* Memory a context opened through IPC (_i 0) or imported from a pool (1)
+ * is unmapped at its end, no close or free called: device 0's memory
+ * mapped past the hooks at those addresses afterwards is device 0's. */
+START_TEST(shared_memory_ends_with_its_context)
+{
+	setup();
+	CUipcMemHandle h[2] = {exported(0), exported(1)};
+	CUmemoryPool pool[2];
+	CUmemPoolPtrExportData data[2] = {pool_exported(0, &pool[0]), pool_exported(1, &pool[1])};
+	CUresult (*open_unseen)(CUdeviceptr *, CUipcMemHandle, unsigned) =
+		fake_entry_point("cuIpcOpenMemHandle", 0);
+	CUcontext c;
+	CUdevice d0;
+	CUdeviceptr v, again;
+	ck_assert_int_eq(cuDeviceGet(&d0, 0), CUDA_SUCCESS);
+	ck_assert_int_eq(cuCtxCreate(&c, NULL, 0, d0), CUDA_SUCCESS);
+	if (_i)
+		ck_assert_int_eq(cuMemPoolImportPointer(&v, pool[1], &data[1]), CUDA_SUCCESS);
+	else
+		ck_assert_int_eq(cuIpcOpenMemHandle(&v, h[1], CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
+				 CUDA_SUCCESS);
+	ck_assert_int_eq(cuCtxDestroy(c), CUDA_SUCCESS);
+	if (_i) {
+		again = import_unseen(pool[0], &data[0]);
+	} else {
+		ck_assert_int_eq(cuCtxSetCurrent(ctx[0]), CUDA_SUCCESS);
+		ck_assert_int_eq(open_unseen(&again, h[0], CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
+				 CUDA_SUCCESS);
+	}
+	ck_assert_msg(again == v, "the fake did not reuse the addresses");
+	own_operands_run(v, "device 0's memory where an ended context's mapping was");
+}
+END_TEST
+
+/* A pool's pointer imported past the hooks, used on device 1 and freed:
+ * no hook saw it appear, yet what was learned of it goes with the free,
+ * and device 0's memory imported at its addresses is device 0's.
  * Memory allocated past the hooks shares a 2 MiB page with a hook's
  * allocation: its free leaves the hook's tag alone. */
 START_TEST(free_of_memory_never_seen_allocated)
@@ -537,14 +583,10 @@ START_TEST(free_of_memory_never_seen_allocated)
 	setup();
 	CUmemoryPool pool[2];
 	CUmemPoolPtrExportData data[2] = {pool_exported(0, &pool[0]), pool_exported(1, &pool[1])};
-	CUdeviceptr v, again;
-	ck_assert_int_eq(cuCtxSetCurrent(ctx[0]), CUDA_SUCCESS);
-	ck_assert_int_eq(cuMemPoolImportPointer(&v, pool[1], &data[1]), CUDA_SUCCESS);
+	CUdeviceptr v = import_unseen(pool[1], &data[1]);
 	ck_assert_int_eq(launch_in(1, v), CUDA_SUCCESS);
 	ck_assert_int_eq(cuMemFreeAsync(v, stream[0]), CUDA_SUCCESS);
-	ck_assert_int_eq(cuCtxSetCurrent(ctx[0]), CUDA_SUCCESS);
-	ck_assert_int_eq(cuMemPoolImportPointer(&again, pool[0], &data[0]), CUDA_SUCCESS);
-	ck_assert_msg(again == v, "the fake did not reuse the addresses");
+	ck_assert_msg(import_unseen(pool[0], &data[0]) == v, "the fake did not reuse the addresses");
 	own_operands_run(v, "device 0's memory where an import of device 1's was");
 
 	CUresult (*alloc_unseen)(CUdeviceptr *, size_t) = fake_entry_point("cuMemAlloc", 0);
@@ -571,9 +613,7 @@ START_TEST(captured_free_of_memory_never_seen_allocated)
 	setup();
 	CUmemoryPool pool;
 	CUmemPoolPtrExportData data = pool_exported(1, &pool);
-	CUdeviceptr v;
-	ck_assert_int_eq(cuCtxSetCurrent(ctx[0]), CUDA_SUCCESS);
-	ck_assert_int_eq(cuMemPoolImportPointer(&v, pool, &data), CUDA_SUCCESS);
+	CUdeviceptr v = import_unseen(pool, &data);
 	ck_assert_int_eq(launch_in(1, v), CUDA_SUCCESS);
 	fake_stream_set_capturing(stream[0], 1);
 	fake_fail_next("cuPointerGetAttributes", CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
@@ -1044,6 +1084,7 @@ int main(void)
 	tcase_add_test(t, ipc_memory_where_none_was);
 	tcase_add_test(t, pool_import_where_none_was);
 	tcase_add_loop_test(t, vmm_import_where_none_was, 0, 2);
+	tcase_add_loop_test(t, shared_memory_ends_with_its_context, 0, 2);
 	tcase_add_test(t, free_of_memory_never_seen_allocated);
 	tcase_add_test(t, captured_free_of_memory_never_seen_allocated);
 	tcase_add_test(t, silent_crossing_is_stopped_before_it_runs);
