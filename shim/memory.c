@@ -1,7 +1,7 @@
 /* Where device memory lives: address -> device, kept current by the
  * allocation hooks, with cuPointerGetAttributes as the fallback for memory
  * allocated out of ctxguard's sight: what it says is learned, and unlearned
- * when that memory is freed or its IPC mapping closed.
+ * when that memory is freed, its IPC mapping closed or its context ended.
  *
  * The map is kept per 2 MiB granule, the unit in which the driver maps
  * device memory (cuMemAlloc sub-allocates from per-device 2 MiB pages; VMM

@@ -321,7 +321,7 @@ static inline int cg_mem_device(uintptr_t a, CUstream stream)
 	return cg_mem_device_unmapped(a, stream);
 }
 void cg_memory_reset(void);
-/* ctx ended: the driver freed its memory, which is forgotten as if freed. */
+/* ctx ended: the driver freed or unmapped its memory, forgotten as if freed. */
 void cg_memory_forget_ctx(CUcontext ctx);
 
 struct cg_tmap {
