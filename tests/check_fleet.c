@@ -296,7 +296,7 @@ static void launch_past_the_hooks(void)
 
 static void lookup_unexported(void)
 {
-	setenv("FAKE_CUDA_UNEXPORTED", "1", 1);
+	setenv("FAKE_CUDA_UNEXPORTED", "cuGetErrorString", 1);
 	void *p = NULL;
 	CUdriverProcAddressQueryResult status;
 	if (cuGetProcAddress("cuGetErrorString", &p, 12000, 0, &status) != CUDA_SUCCESS || !p)

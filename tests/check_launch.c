@@ -282,7 +282,7 @@ END_TEST
 START_TEST(unmapped_entry_point_is_said)
 {
 	fresh_log("unmapped");
-	const char *env[] = {"CTXGUARD_MODE=error", "FAKE_CUDA_UNEXPORTED=1", log_env, NULL};
+	const char *env[] = {"CTXGUARD_MODE=error", "FAKE_CUDA_UNEXPORTED=cuGetErrorString", log_env, NULL};
 	const char *argv[] = {"tests/progs/scenario", "procaddr", "data", "launch", "cross",
 			      "expert", NULL};
 	spawn(&r, env, argv);

@@ -51,8 +51,9 @@
  *  - cuModuleLoadData of a fatbin loads the bundled grouped_mm kernels (fatbin.c).
  *  - FAKE_CUDA_PCI_DELAY_MS=n: cuDeviceGetPCIBusId answers n ms late (before taking the
  *    lock), so that a test can fork while another thread waits for it.
- *  - FAKE_CUDA_UNEXPORTED=1: cuGetProcAddress answers cuGetErrorString with a function the
- *    fake does not export, as a driver may hand out an internal one.
+ *  - FAKE_CUDA_UNEXPORTED=NAME (cuGetErrorString, cuGetErrorName or cuModuleLoadData):
+ *    cuGetProcAddress answers NAME with a function the fake does not export, as a driver may
+ *    hand out an internal one.
  * All functions below are thread-safe.
  */
 #ifndef CTXGUARD_FAKE_API_H

@@ -221,21 +221,42 @@ static const struct proc *newest(const char *symbol, int version, bool per_threa
 	return best;
 }
 
-/* FAKE_CUDA_UNEXPORTED=1: cuGetErrorString is answered with this function of the fake's own,
- * which it does not export (a driver may hand out internal functions): no shim can map it to
- * its wrapper. Read at each lookup. */
+/* FAKE_CUDA_UNEXPORTED=NAME: cuGetProcAddress answers NAME with a function of the fake's own
+ * that it does not export (a driver may hand out internal functions), which no shim can map to
+ * its wrapper; it does what the export does.  One twin per name a test asks for: an entry
+ * point ctxguard hooks for what it says (cuGetErrorString), one it hooks to track loads
+ * (cuModuleLoadData) and one it does not hook (cuGetErrorName).  Read at each lookup. */
 static CUresult unexported_cuGetErrorString(CUresult error, const char **str)
 {
 	return cuGetErrorString(error, str);
 }
 
+static CUresult unexported_cuGetErrorName(CUresult error, const char **str)
+{
+	return cuGetErrorName(error, str);
+}
+
+static CUresult unexported_cuModuleLoadData(CUmodule *module, const void *image)
+{
+	return cuModuleLoadData(module, image);
+}
+
 static void *answer(const struct proc *p)
 {
+	static const struct {
+		void *exported, *twin;
+	} twins[] = {
+		{(void *)cuGetErrorString, (void *)unexported_cuGetErrorString},
+		{(void *)cuGetErrorName, (void *)unexported_cuGetErrorName},
+		{(void *)cuModuleLoadData, (void *)unexported_cuModuleLoadData},
+	};
 	if (!p)
 		return NULL;
-	return p->fn == (void *)cuGetErrorString && getenv("FAKE_CUDA_UNEXPORTED")
-		       ? (void *)unexported_cuGetErrorString
-		       : p->fn;
+	const char *name = getenv("FAKE_CUDA_UNEXPORTED");
+	for (size_t i = 0; name && i < sizeof twins / sizeof twins[0]; i++)
+		if (p->fn == twins[i].exported && strcmp(p->base, name) == 0)
+			return twins[i].twin;
+	return p->fn;
 }
 
 static CUresult lookup(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
