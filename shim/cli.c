@@ -35,8 +35,9 @@ static const char usage[] =
 	"  --backstop                   also check launches that bypass the hooks, through CUPTI\n"
 	"                               (CTXGUARD_BACKSTOP=on; CTXGUARD_CUPTI: libcupti's path)\n"
 	"  --audit                      --backstop, and --error-exitcode also fires when a launch\n"
-	"                               bypassed the hooks, the backstop could not watch or calls\n"
-	"                               passed unchecked while ctxguard started\n"
+	"                               bypassed the hooks, the backstop could not watch, calls\n"
+	"                               passed unchecked or cuGetProcAddress handed out a hooked\n"
+	"                               entry point ctxguard could not map (unmapped)\n"
 	"  --library PATH               libctxguard.so to preload (CTXGUARD_LIBRARY)\n"
 	"  --version                    print the version and the system policy's path\n";
 
@@ -211,7 +212,8 @@ int main(int argc, char **argv)
 	while (waitpid(child, &ws, 0) < 0 && errno == EINTR)
 		;
 
-	unsigned long counts[CG_ACT_REDIRECT + 1] = {0}, unhooked = 0, unwatched = 0, unchecked = 0;
+	unsigned long counts[CG_ACT_REDIRECT + 1] = {0}, unhooked = 0, unwatched = 0, unchecked = 0,
+		      unmapped = 0;
 	FILE *f = fopen(status, "r");
 	char line[128];
 	while (f && fgets(line, sizeof line, f)) {
@@ -223,6 +225,7 @@ int main(int argc, char **argv)
 		unhooked += strcmp(word, "unhooked") == 0;
 		unwatched += strcmp(word, "unwatched") == 0;
 		unchecked += strcmp(word, "unchecked") == 0;
+		unmapped += strcmp(word, "unmapped") == 0;
 	}
 	if (f)
 		fclose(f);
@@ -234,9 +237,9 @@ int main(int argc, char **argv)
 			"redirect %lu)\n", crossings, crossings == 1 ? "" : "s",
 			counts[CG_ACT_ABORT], counts[CG_ACT_ERROR], counts[CG_ACT_WARN],
 			counts[CG_ACT_REDIRECT]);
-	/* The backstop's processes report once each: a launch that bypassed
-	 * the hooks, or a backstop that could not watch; and so does a process
-	 * whose calls passed unchecked while it started. */
+	/* Each process says each of these once: a launch that bypassed the
+	 * hooks, a backstop that could not watch, calls that passed unchecked,
+	 * entry points handed out that the hooks could not stand for. */
 	if (unhooked)
 		fprintf(stderr, "ctxguard: %lu process%s launched kernels that bypassed the hooks "
 			"(unhooked; see each summary)\n", unhooked, unhooked == 1 ? "" : "es");
@@ -248,7 +251,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "ctxguard: %lu process%s let calls pass unchecked while ctxguard "
 			"started (see each process's stderr)\n", unchecked,
 			unchecked == 1 ? "" : "es");
-	if ((crossings || (audit && (unhooked || unwatched || unchecked))) && exit_code)
+	if (unmapped)
+		fprintf(stderr, "ctxguard: %lu process%s got entry points from cuGetProcAddress that "
+			"ctxguard could not hook (unmapped; see each process's stderr)\n", unmapped,
+			unmapped == 1 ? "" : "es");
+	if ((crossings || (audit && (unhooked || unwatched || unchecked || unmapped))) && exit_code)
 		return exit_code;
 	if (WIFSIGNALED(ws))
 		return 128 + WTERMSIG(ws);

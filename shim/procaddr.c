@@ -9,7 +9,11 @@
 #include "shim.h"
 
 /* A hooked family whose pointer is no libcuda export we know would escape
- * checking: say so once per family instead of ignoring it. */
+ * checking: say so once per family instead of ignoring it, and fail
+ * `ctxguard --audit`, as calls passed unchecked at start-up do (each hooked
+ * entry point is there because a check or an action needs it).  A lookup
+ * of a name ctxguard does not hook is left as the driver answered it: no
+ * wrapper was lost, and nothing is said. */
 static void unmapped(const char *symbol, int version, cuuint64_t flags, void *p)
 {
 	static _Atomic unsigned char said[CG_NVARIANTS];
@@ -22,12 +26,14 @@ static void unmapped(const char *symbol, int version, cuuint64_t flags, void *p)
 		cg_stderr("ctxguard: cuGetProcAddress(\"%s\", %d, %#llx) returned %p, "
 			  "which is not a libcuda export ctxguard knows: calls through it "
 			  "are not checked\n", symbol, version, (unsigned long long)flags, p);
-		/* Another thread starting the shim is still opening the log.
-		 * "version" is every record's own: ctxguard's. */
-		if (!cg_starting_elsewhere())
-			cg_log_event("unmapped",
-				     "\"symbol\":\"%s\",\"cuda_version\":%d,\"flags\":%llu",
-				     symbol, version, (unsigned long long)flags);
+		/* Another thread starting the shim is still opening the log
+		 * and the command's status file.  "version" is every record's
+		 * own: ctxguard's. */
+		if (cg_starting_elsewhere())
+			return;
+		cg_status_word("unmapped");
+		cg_log_event("unmapped", "\"symbol\":\"%s\",\"cuda_version\":%d,\"flags\":%llu",
+			     symbol, version, (unsigned long long)flags);
 		return;
 	}
 }

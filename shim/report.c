@@ -2,6 +2,7 @@
  * at exit. */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -225,12 +226,7 @@ void cg_log_crossing(const struct cg_crossing *c, char *buf, size_t n)
 
 /* The ctxguard command learns of crossings in any process of the tree
  * through a file it names in CTXGUARD_STATUS: one line per crossing. */
-void cg_status_crossing(int action)
-{
-	cg_status_word(cg_action_name(action));
-}
-
-void cg_status_word(const char *word)
+static void status_line(const char *word)
 {
 	if (!status_fd_open)
 		return;
@@ -243,6 +239,31 @@ void cg_status_word(const char *word)
 	close(fd);
 }
 
+void cg_status_crossing(int action)
+{
+	status_line(cg_action_name(action));
+}
+
+/* The command counts the processes that said each word: a word said again
+ * (another unmapped entry point, another kernel) adds no line. */
+static pthread_mutex_t words_lock = PTHREAD_MUTEX_INITIALIZER;
+static const char *words_said[8];
+
+void cg_status_word(const char *word)
+{
+	pthread_mutex_lock(&words_lock);
+	size_t i = 0;
+	while (i < sizeof words_said / sizeof words_said[0] && words_said[i] &&
+	       strcmp(words_said[i], word) != 0)
+		i++;
+	int first = i < sizeof words_said / sizeof words_said[0] && !words_said[i];
+	if (first)
+		words_said[i] = word;
+	pthread_mutex_unlock(&words_lock);
+	if (first)
+		status_line(word);
+}
+
 /* After fork the child counts from zero and writes its own log (%p),
  * opened on first use: nothing heavier than close() runs in the handler. */
 void cg_report_forked(void)
@@ -252,6 +273,8 @@ void cg_report_forked(void)
 	if (log_fd != LOG_NONE)
 		log_fd = LOG_REOPEN;
 	cg_identity_forked();
+	pthread_mutex_init(&words_lock, NULL);
+	memset(words_said, 0, sizeof words_said);
 	memset(pool, 0, sizeof pool);
 	atomic_store(&next_block, 0);
 	mine = NULL;

@@ -497,7 +497,8 @@ void cg_log_crossing(const struct cg_crossing *c, char *buf, size_t n);
 void cg_stderr(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void cg_write_stderr(const char *s);
 void cg_status_crossing(int action);         /* for the ctxguard command */
-/* A status line of its own ("unhooked", "unwatched"), once per process. */
+/* A status line of its own ("unhooked", "unwatched", "unchecked",
+ * "unmapped"): each word once per process, however often it is said. */
 void cg_status_word(const char *word);
 void cg_report_summary(void);
 

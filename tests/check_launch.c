@@ -306,6 +306,38 @@ START_TEST(unmapped_entry_point_is_said)
 }
 END_TEST
 
+/* An unmapped entry point that ctxguard hooks fails --audit: a module
+ * loaded through cuModuleLoadData's is never tracked, so a crossing of its
+ * kernels would pass.  One that ctxguard does not hook (cuGetErrorName)
+ * loses no wrapper: nothing is said and the audit passes. */
+START_TEST(audit_fails_on_unmapped_hooked_entry_points)
+{
+	static const char *const unexported[] = {"cuModuleLoadData", "cuGetErrorName"};
+	char prog[4096], cupti[4200], fake[64];
+	snprintf(prog, sizeof prog, "%s/tests/progs/scenario", build_dir());
+	snprintf(cupti, sizeof cupti, "CTXGUARD_CUPTI=%s/fake/cupti/libcupti.so", build_dir());
+	snprintf(fake, sizeof fake, "FAKE_CUDA_UNEXPORTED=%s", unexported[_i]);
+	const char *env[] = {preload_without_shim(), cupti, fake, NULL};
+	const char *argv[] = {"ctxguard", "--audit", "--error-exitcode", "7", "--", prog,
+			      "procaddr", "data", "launch", "same", NULL};
+	spawn(&r, env, argv);
+	ck_assert_msg(strstr(r.out, "launch: 0 CUDA_SUCCESS"), "%s%s", r.out, r.err);
+	if (_i == 0) {
+		ck_assert_msg(exited(&r, 7) &&
+				      count_of(r.err, "ctxguard: cuGetProcAddress(\"cuModuleLoadData\", "
+						      "2000, 0) returned ") == 1 &&
+				      strstr(r.err, "ctxguard: 1 process got entry points from "
+						    "cuGetProcAddress that ctxguard could not hook "
+						    "(unmapped; "),
+			      "status %#x\n%s", r.status, r.err);
+	} else {
+		ck_assert_msg(exited(&r, 0) && !strstr(r.err, "cuGetProcAddress(") &&
+				      !strstr(r.err, "unmapped"),
+			      "status %#x\n%s", r.status, r.err);
+	}
+}
+END_TEST
+
 START_TEST(off_is_silent)
 {
 	scenario("off", "dlsym", "data", "launch", "cross", "expert", NULL);
@@ -505,6 +537,7 @@ static Suite *suite(void)
 	tcase_add_test(t, lost_log_records_are_reported);
 	tcase_add_test(t, off_is_silent);
 	tcase_add_test(t, unmapped_entry_point_is_said);
+	tcase_add_loop_test(t, audit_fails_on_unmapped_hooked_entry_points, 0, 2);
 	tcase_add_test(t, loads_after_start_up);
 	tcase_add_test(t, local_library_lookups_keep_the_caller);
 	tcase_add_test(t, fork_during_start_up);
