@@ -228,8 +228,8 @@ struct CUfunc_st {
 	/* Execution configuration of the deprecated cuLaunch / cuLaunchGrid* (legacy.c). */
 	unsigned block[3];
 	unsigned shared;
-	unsigned char *params; /* set by cuParamSetSize / cuParamSet* */
-	size_t nparams;
+	unsigned char *params; /* the parameter space cuParamSet* write, or NULL */
+	size_t nparams;	       /* its bytes a launch passes: cuParamSetSize's */
 };
 
 struct CUlib_st {

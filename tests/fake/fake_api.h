@@ -36,6 +36,8 @@
  *    handle's device, which cuMemGetAllocationPropertiesFromHandle names.
  *  - The deprecated cuLaunch / cuLaunchGrid* take the block shape and parameters stored by
  *    cuFuncSetBlockShape / cuParamSet* (until then: one thread, parameters all zero).
+ *    cuParamSet* write a 4096-byte parameter space, before or after cuParamSetSize, which
+ *    says how many of its bytes a launch passes.
  *  - Tensor maps are opaque 128 bytes, unless FAKE_CUDA_TMAP_ADDRESS_WORD=k (0..15) puts the
  *    global address, as it is, in 8-byte word k (checked at each encode).
  *  - Destroyed or unloaded handles are handed out again, last freed first, by the next

@@ -1,9 +1,11 @@
 /*
  * The deprecated execution control API: a CUfunction carries its block shape, dynamic
- * shared memory and a parameter buffer, set ahead of cuLaunch / cuLaunchGrid /
- * cuLaunchGridAsync, which then follow the same launch rules as cuLaunchKernel. Until set,
- * the block is 1x1x1 and parameter bytes read as zero. A CUkernel cast to CUfunction can
- * be launched this way too, with that default configuration.
+ * shared memory and a parameter space, set ahead of cuLaunch / cuLaunchGrid /
+ * cuLaunchGridAsync, which then follow the same launch rules as cuLaunchKernel. cuParamSeti,
+ * cuParamSetf and cuParamSetv write anywhere in the space, before or after cuParamSetSize
+ * (the CUDA samples set every parameter, then the size), which says how many of its bytes a
+ * launch passes. Until set, the block is 1x1x1 and parameter bytes read as zero. A CUkernel
+ * cast to CUfunction can be launched this way too, with that default configuration.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -40,31 +42,34 @@ CUresult CUDAAPI cuFuncSetSharedSize(CUfunction hfunc, unsigned int bytes)
 	return fake_leave(rc);
 }
 
+/* The function's parameter space, all zero until written. */
+static CUresult param_space(CUfunction f)
+{
+	CUresult rc = func_check(f);
+	if (rc == CUDA_SUCCESS && !f->params && !(f->params = calloc(1, LEGACY_MAX_PARAMS)))
+		rc = CUDA_ERROR_OUT_OF_MEMORY;
+	return rc;
+}
+
 CUresult CUDAAPI cuParamSetSize(CUfunction hfunc, unsigned int numbytes)
 {
 	FAKE_ENTER();
-	CUresult rc = func_check(hfunc);
-	if (rc != CUDA_SUCCESS)
-		return fake_leave(rc);
-	if (numbytes > LEGACY_MAX_PARAMS)
-		return fake_leave(CUDA_ERROR_INVALID_VALUE);
-	unsigned char *p = realloc(hfunc->params, numbytes ? numbytes : 1);
-	if (!p)
-		return fake_leave(CUDA_ERROR_OUT_OF_MEMORY);
-	if (numbytes > hfunc->nparams)
-		memset(p + hfunc->nparams, 0, numbytes - hfunc->nparams);
-	hfunc->params = p;
-	hfunc->nparams = numbytes;
-	return fake_leave(CUDA_SUCCESS);
+	CUresult rc = param_space(hfunc);
+	if (rc == CUDA_SUCCESS && numbytes > LEGACY_MAX_PARAMS)
+		rc = CUDA_ERROR_INVALID_VALUE;
+	if (rc == CUDA_SUCCESS)
+		hfunc->nparams = numbytes;
+	return fake_leave(rc);
 }
 
-/* Copies n bytes at offset into the buffer cuParamSetSize sized. */
+/* Copies n bytes at offset into the parameter space. */
 static CUresult param_set(CUfunction f, int offset, const void *src, size_t n)
 {
-	CUresult rc = func_check(f);
+	CUresult rc = param_space(f);
 	if (rc != CUDA_SUCCESS)
 		return rc;
-	if (offset < 0 || !src || (size_t)offset > f->nparams || n > f->nparams - (size_t)offset)
+	if (offset < 0 || !src || (size_t)offset > LEGACY_MAX_PARAMS ||
+	    n > LEGACY_MAX_PARAMS - (size_t)offset)
 		return CUDA_ERROR_INVALID_VALUE;
 	memcpy(f->params + offset, src, n);
 	return CUDA_SUCCESS;

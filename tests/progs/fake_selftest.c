@@ -141,9 +141,11 @@ static void test_launch_forms(void)
 
 	/* The deprecated API: configuration stored in the function, same launch rules. */
 	OK(cuFuncSetBlockShape(f, 64, 1, 1));
-	OK(cuParamSetSize(f, sizeof(CUdeviceptr)));
+	/* The samples' order: every parameter, then the size. */
 	OK(cuParamSetv(f, 0, &p1, sizeof(p1)));
-	EXPECT(cuParamSeti(f, 8, 1), CUDA_ERROR_INVALID_VALUE);
+	OK(cuParamSetSize(f, sizeof(CUdeviceptr)));
+	EXPECT(cuParamSeti(f, 4094, 1), CUDA_ERROR_INVALID_VALUE);
+	EXPECT(cuParamSetSize(f, 4097), CUDA_ERROR_INVALID_VALUE);
 	EXPECT(cuLaunchGridAsync(f, 2, 1, s1), CUDA_ERROR_INVALID_HANDLE);
 	OK(cuCtxEnablePeerAccess(ctx1, 0));
 	struct fake_stats before = stats();
