@@ -24,8 +24,10 @@ _Thread_local unsigned char cg_backstop_checking CG_TLS;
 /* Where each watched API's cu*_params struct (generated_cuda_meta.h) holds
  * the function, stream, kernelParams and extra: offsets into that API's own
  * struct, NONE where it has no such field.  CONFIG: the stream is
- * config->hStream.  MULTI and GRAPH are read by hand. */
-enum shape { PLAIN, CONFIG, MULTI, GRAPH };
+ * config->hStream.  PARAM_SPACE: the parameters are what cuParamSet* wrote
+ * (through the hooks) into the function.  MULTI and GRAPH are read by
+ * hand. */
+enum shape { PLAIN, CONFIG, PARAM_SPACE, MULTI, GRAPH };
 enum { NONE = -1 };
 #define AT(name, member) ((short)offsetof(name##_params, member))
 #define ROW(name, shape, stream, kp, extra) \
@@ -47,10 +49,9 @@ static const struct watch {
 	COOP(cuLaunchCooperativeKernel),
 	COOP(cuLaunchCooperativeKernel_ptsz),
 	OTHER(cuLaunchCooperativeKernelMultiDevice, MULTI),
-	/* parameters set by cuParamSet*, which the hooks do not read either */
-	ROW(cuLaunch, PLAIN, NONE, NONE, NONE),
-	ROW(cuLaunchGrid, PLAIN, NONE, NONE, NONE),
-	ROW(cuLaunchGridAsync, PLAIN, AT(cuLaunchGridAsync, hStream), NONE, NONE),
+	ROW(cuLaunch, PARAM_SPACE, NONE, NONE, NONE),
+	ROW(cuLaunchGrid, PARAM_SPACE, NONE, NONE, NONE),
+	ROW(cuLaunchGridAsync, PARAM_SPACE, AT(cuLaunchGridAsync, hStream), NONE, NONE),
 	OTHER(cuGraphLaunch, GRAPH),
 	OTHER(cuGraphLaunch_ptsz, GRAPH),
 };
@@ -176,7 +177,8 @@ static void unhooked(const struct watch *w, const void *params)
 			s = ((const CUlaunchConfig *)s)->hStream;
 		if (first)
 			note(w->api, kernel_name(f));
-		cg_check_launch(w->api, f, NULL, s, field(params, w->params), field(params, w->extra));
+		cg_check_launch(w->api, f, NULL, s, field(params, w->params),
+				w->shape == PARAM_SPACE ? CG_PARAM_SPACE : field(params, w->extra));
 	}
 	cg_backstop_checking = 0;
 }

@@ -248,9 +248,9 @@ int main(int argc, char **argv)
 			unwatched == 1 ? "" : "es",
 			audit ? "the audit is incomplete" : "launches past the hooks went unseen");
 	if (unchecked)
-		fprintf(stderr, "ctxguard: %lu process%s let calls pass unchecked while ctxguard "
-			"started (see each process's stderr)\n", unchecked,
-			unchecked == 1 ? "" : "es");
+		fprintf(stderr, "ctxguard: %lu process%s let calls pass unchecked, while ctxguard "
+			"started or as deprecated launches it could not read (see each process's "
+			"stderr)\n", unchecked, unchecked == 1 ? "" : "es");
 	if (unmapped)
 		fprintf(stderr, "ctxguard: %lu process%s got entry points from cuGetProcAddress that "
 			"ctxguard could not hook (unmapped; see each process's stderr)\n", unmapped,

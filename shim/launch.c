@@ -98,9 +98,10 @@ CG_REDIRECTABLE(cuLaunchKernel, hStream,
 CG_REDIRECTABLE(cuLaunchKernelEx, config ? config->hStream : NULL, config)
 CG_CHECKED(cuLaunchCooperativeKernel,
 	   cg_check_launch(v->symbol, f, NULL, hStream, kernelParams, NULL))
-CG_CHECKED(cuLaunch, cg_check_launch(v->symbol, f, NULL, NULL, NULL, NULL))
-CG_CHECKED(cuLaunchGrid, cg_check_launch(v->symbol, f, NULL, NULL, NULL, NULL))
-CG_CHECKED(cuLaunchGridAsync, cg_check_launch(v->symbol, f, NULL, hStream, NULL, NULL))
+/* The deprecated launches pass the parameters cuParamSet* left in f. */
+CG_CHECKED(cuLaunch, cg_check_launch(v->symbol, f, NULL, NULL, NULL, CG_PARAM_SPACE))
+CG_CHECKED(cuLaunchGrid, cg_check_launch(v->symbol, f, NULL, NULL, NULL, CG_PARAM_SPACE))
+CG_CHECKED(cuLaunchGridAsync, cg_check_launch(v->symbol, f, NULL, hStream, NULL, CG_PARAM_SPACE))
 
 /* One launch per device: each is checked. */
 CUresult cg_check_each(const char *api, const CUDA_LAUNCH_PARAMS *list, unsigned n)

@@ -2,6 +2,7 @@
  * address inside a tensor-map parameter — on another device than the
  * launch context's.  This is the silent case: with peer access on, the
  * kernel runs and writes the other GPU's memory unordered with its streams. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "shim.h"
@@ -50,14 +51,102 @@ crossing(const char *api, const struct cg_fn *fn, CUcontext ctx, int dev, CUstre
 	return cg_act(&c, fn);
 }
 
+/* The deprecated launches (cuLaunch, cuLaunchGrid[Async]) pass what
+ * cuParamSeti, cuParamSetf and cuParamSetv wrote into the function's
+ * parameter space, at the offsets cuFuncGetParamInfo gives: the bytes are
+ * mirrored here as written, in a space that grows to the furthest write
+ * (all zero until written, as the driver's is), and read at launch like
+ * the extra form's buffer.  A space outgrown is kept, not freed: a launch
+ * on another thread may be reading it. */
+struct cg_params {
+	size_t size;
+	const struct cg_params *outgrown;
+	unsigned char bytes[];
+};
+
+/* Of a module ctxguard never saw load, or first met at its launch: it was
+ * not recorded when the function came to be, and is forgotten whenever a
+ * context ends, so what was written into it before cannot be known. */
+static int unseen(const struct cg_fn *fn)
+{
+	return !fn->owner && !fn->mod;
+}
+
+static void param_set(CUfunction f, int offset, const void *src, size_t n)
+{
+	struct cg_fn *fn = (struct cg_fn *)cg_fn_get((uintptr_t)f);
+	if (!fn || unseen(fn) || offset < 0 || !src)
+		return;
+	size_t end = (size_t)offset + n;
+	struct cg_params *p = atomic_load_explicit(&fn->params, memory_order_acquire);
+	while (!p || p->size < end) {
+		size_t size = p ? 2 * p->size : 256;
+		while (size < end)
+			size *= 2;
+		struct cg_params *q = calloc(1, sizeof *q + size);
+		if (!q)
+			return;
+		q->size = size;
+		q->outgrown = p;
+		if (p)
+			memcpy(q->bytes, p->bytes, p->size);
+		/* Two threads writing one function's parameters at once (a race
+		 * in the program too): one space wins. */
+		if (atomic_compare_exchange_strong(&fn->params, &p, q))
+			p = q;
+		else
+			free(q);
+	}
+	memcpy(p->bytes + offset, src, n);
+}
+
+CG_AFTER(cuParamSeti, param_set(hfunc, offset, &value, sizeof value))
+CG_AFTER(cuParamSetf, param_set(hfunc, offset, &value, sizeof value))
+CG_AFTER(cuParamSetv, param_set(hfunc, offset, ptr, numbytes))
+
+/* A deprecated launch of a function whose parameters ctxguard cannot know
+ * passes unchecked, said once per function, and fails `ctxguard --audit`. */
+static __attribute__((noinline, cold)) CUresult unknown_params(const char *api,
+							       const struct cg_fn *fn,
+							       CUcontext ctx)
+{
+	if (atomic_exchange(&((struct cg_fn *)fn)->unchecked, 1))
+		return CUDA_SUCCESS;
+	int dev = cg_ctx_device(ctx);
+	cg_status_word("unchecked");
+	cg_stderr("ctxguard: %s of kernel %s on device %d passed unchecked: its parameters were "
+		  "set with cuParamSet* on a function ctxguard did not see loaded (first met at "
+		  "a launch, or of a module loaded out of its sight), so its operands cannot be "
+		  "read. Load the module after the first CUDA call, through the driver, or "
+		  "launch it with cuLaunchKernel\n", api, fn->name, dev);
+	char esc[4096];
+	cg_json_escape(esc, sizeof esc, fn->name);
+	cg_log_event("unchecked", "\"api\":\"%s\",\"kernel\":\"%s\",\"launch_dev\":%d,"
+		     "\"reason\":\"parameters set before ctxguard saw the function\"",
+		     api, esc, dev);
+	return CUDA_SUCCESS;
+}
+
 CUresult cg_check_operands(const char *api, const struct cg_fn *fn, CUcontext ctx,
 			   CUstream stream, void **params, void **extra)
 {
 	const struct cg_layout *l = cg_layout_of(fn, stream);
 	/* kernelParams holds a pointer per parameter; the extra form packs
-	 * them into one buffer at their offsets. */
+	 * them into one buffer at their offsets, as the parameter space does. */
 	size_t nbuf = 0;
-	const unsigned char *buf = params || !extra ? NULL : cg_extra_buffer(extra, &nbuf);
+	const unsigned char *buf = NULL;
+	if (CG_UNLIKELY(extra == CG_PARAM_SPACE)) {
+		if (l->n && unseen(fn))
+			return unknown_params(api, fn, ctx);
+		const struct cg_params *p = atomic_load_explicit(&((struct cg_fn *)fn)->params,
+								 memory_order_acquire);
+		if (p) {
+			buf = p->bytes;
+			nbuf = p->size;
+		}
+	} else if (!params && extra) {
+		buf = cg_extra_buffer(extra, &nbuf);
+	}
 	if (!l->n || (!params && !buf))
 		return CUDA_SUCCESS;
 	int dev = cg_ctx_device(ctx);

@@ -206,6 +206,11 @@ const struct cg_fn *cg_fn_add(uintptr_t handle, CUcontext owner, unsigned flags,
 	f->name = keep_string(name ? name : "<unnamed>");
 	f->demangled = demangle(name);
 	f->mod = mod;
+	/* The same function asked for again (cuKernelGetFunction of a
+	 * library's kernel after cuModuleGetFunction in its module): the
+	 * driver keeps the parameters cuParamSet* wrote into it. */
+	if (old && old->owner == owner && strcmp(old->name, f->name) == 0)
+		atomic_store(&f->params, atomic_load(&((struct cg_fn *)old)->params));
 	f->rule = cg_policy_match(cg_policy, f->name, f->demangled,
 				  mod ? mod->path : NULL, mod ? mod->hash : NULL);
 	if (f->rule >= 0)

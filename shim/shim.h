@@ -230,6 +230,8 @@ struct cg_mod {
 
 enum { CG_FN_KERNEL = 1 };     /* CUkernel: context-independent, never kind (a) */
 
+struct cg_params;              /* what cuParamSet* wrote (shim/operands.c) */
+
 struct cg_fn {
 	uintptr_t handle;          /* CUfunction or CUkernel */
 	CUcontext owner;           /* NULL for CUkernel */
@@ -244,6 +246,10 @@ struct cg_fn {
 	_Atomic(const struct cg_layout *) layout; /* filled on first check */
 	_Atomic unsigned char redirected; /* its first redirect was printed */
 	_Atomic unsigned char waited; /* host waits printed: 1 done, 2 failed */
+	/* The parameter space the deprecated launches pass, as cuParamSet*
+	 * wrote it; NULL while nothing was written. */
+	_Atomic(struct cg_params *) params;
+	_Atomic unsigned char unchecked; /* an unreadable launch was said */
 };
 
 void cg_registry_reset(void);
@@ -366,9 +372,13 @@ struct cg_layout {
  * function (cached in the record). */
 const struct cg_layout *cg_layout_of(const struct cg_fn *fn, CUstream stream);
 
-/* Kind (b) for one launch of fn in ctx (shim/operands.c). */
+/* Kind (b) for one launch of fn in ctx (shim/operands.c): its parameters
+ * are kernelParams, else extra's buffer, or with extra CG_PARAM_SPACE what
+ * cuParamSet* wrote into fn's parameter space (the deprecated launches). */
 CUresult cg_check_operands(const char *api, const struct cg_fn *fn, CUcontext ctx,
 			   CUstream stream, void **params, void **extra);
+/* A mark, never handed to the driver: no extra array can be at address 1. */
+#define CG_PARAM_SPACE ((void **)1)
 
 /* The packed parameter buffer of a launch's extra form, or NULL, and in
  * *size the bytes its CU_LAUNCH_PARAM_BUFFER_SIZE says it holds (0 when

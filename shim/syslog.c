@@ -46,8 +46,9 @@ void cg_syslog_open(const char *path)
  * ran partly unchecked (each also fails `ctxguard --audit`) at warning, or
  * err where the policy's mode stops crossings: an operator who enforces
  * through syslog sees the gaps too.  Each of those
- * is said a few times at most (unchecked once per start-up, unhooked for
- * the first four launches, unmapped once per entry point).  Every other
+ * is said a few times at most (unchecked once per start-up and once per
+ * function whose deprecated launch could not be read, unhooked for the
+ * first four launches, unmapped once per entry point).  Every other
  * record (start, summary, backstop...) stays out. */
 enum by { ACTION, MODE };
 static const struct {

@@ -191,6 +191,19 @@ START_TEST(log_names_the_unhooked_launch)
 }
 END_TEST
 
+/* A deprecated launch past the hooks passes what cuParamSetv wrote through
+ * them: the backstop checks those operands as the hooks do. */
+START_TEST(unhooked_deprecated_launch_checks_its_parameters)
+{
+	prog("warn", "on", "legacy_params", "same", "none", NULL);
+	ck_assert_msg(strstr(r.err, "seen by the CUPTI backstop") &&
+			      strstr(r.err, "ctxguard: operand: parameter 0 = ") &&
+			      strstr(r.err, " on device 1 (pointer)"),
+		      SHOW);
+	ck_assert_msg(count_of(r.err, "cross-context launch") == 1, SHOW);
+}
+END_TEST
+
 /* The ctxguard command: --audit makes --error-exitcode fire on unhooked
  * launches and on a backstop that could not watch. */
 static void command(const char *opt, const char *scase, const char *cupti_env)
@@ -235,6 +248,7 @@ static Suite *suite(void)
 	tcase_add_loop_test(t, error_becomes_abort_on_an_unhooked_launch, 0, N(unhooked_apis));
 	tcase_add_test(t, policy_file_turns_it_on);
 	tcase_add_test(t, log_names_the_unhooked_launch);
+	tcase_add_test(t, unhooked_deprecated_launch_checks_its_parameters);
 	tcase_add_test(t, audit_fails_on_unhooked);
 	tcase_add_test(t, audit_fails_without_cupti);
 	suite_add_tcase(s, t);

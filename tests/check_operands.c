@@ -4,6 +4,8 @@
 #include <check.h>
 #include <signal.h>
 #include <stdio.h>
+/* cuParamSet* and cuLaunchGrid* are deprecated, and still launch kernels. */
+#define CUDA_ENABLE_DEPRECATED 1
 #include <cuda.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1067,6 +1069,122 @@ START_TEST(function_first_met_at_launch_does_not_outlive_its_context)
 }
 END_TEST
 
+/* The deprecated launches pass what cuParamSeti, cuParamSetf and
+ * cuParamSetv wrote into f: here at the driver's offsets, every parameter
+ * and then the size, as the CUDA samples set them. */
+static void set_params(CUfunction f, CUdeviceptr p0, CUdeviceptr p1, const CUtensorMap *t0,
+		       const CUtensorMap *t1)
+{
+	size_t off[4], sz;
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(cuFuncGetParamInfo(f, i, &off[i], &sz), CUDA_SUCCESS);
+	ck_assert_int_eq(cuParamSetv(f, (int)off[0], &p0, sizeof p0), CUDA_SUCCESS);
+	ck_assert_int_eq(cuParamSetv(f, (int)off[1], &p1, sizeof p1), CUDA_SUCCESS);
+	ck_assert_int_eq(cuParamSetv(f, (int)off[2], (void *)t0, sizeof *t0), CUDA_SUCCESS);
+	ck_assert_int_eq(cuParamSetv(f, (int)off[3], (void *)t1, sizeof *t1), CUDA_SUCCESS);
+	ck_assert_int_eq(cuParamSetSize(f, (unsigned)(off[3] + sizeof *t1)), CUDA_SUCCESS);
+}
+
+/* f launched on device 0 by deprecated entry point `api`. */
+static CUresult launch_deprecated(int api, CUfunction f)
+{
+	ck_assert_int_eq(cuCtxSetCurrent(ctx[0]), CUDA_SUCCESS);
+	if (api == 0)
+		return cuLaunch(f);
+	if (api == 1)
+		return cuLaunchGrid(f, 1, 1);
+	return cuLaunchGridAsync(f, 1, 1, stream[0]);
+}
+
+START_TEST(deprecated_launches_read_the_parameter_space)
+{
+	setup();
+	CUdeviceptr own = dev_alloc(0), other = dev_alloc(1);
+	CUtensorMap ok = tmap_over(own), bad = tmap_over(other);
+	set_params(fn, own, other, &ok, &ok);
+	assert_refused(launch_deprecated(_i, fn), "pointer");
+	set_params(fn, own, own, &bad, &ok);
+	assert_refused(launch_deprecated(_i, fn), "tensor map");
+	set_params(fn, own, own, &ok, &ok);
+	ck_assert_int_eq(launch_deprecated(_i, fn), CUDA_SUCCESS);
+	/* cuParamSeti and cuParamSetf write 4 bytes: half of a pointer. */
+	size_t off, sz;
+	ck_assert_int_eq(cuFuncGetParamInfo(fn, 1, &off, &sz), CUDA_SUCCESS);
+	ck_assert_int_eq(cuParamSeti(fn, (int)off, (unsigned)other), CUDA_SUCCESS);
+	ck_assert_int_eq(cuParamSeti(fn, (int)off + 4, (unsigned)(other >> 32)), CUDA_SUCCESS);
+	assert_refused(launch_deprecated(_i, fn), "cuParamSeti");
+	ck_assert_int_eq(cuParamSetf(fn, (int)off + 4, 0.0f), CUDA_SUCCESS);
+	ck_assert_int_eq(launch_deprecated(_i, fn), CUDA_SUCCESS);
+}
+END_TEST
+
+/* The same function asked for again, by another API (the record ctxguard
+ * keeps for it is replaced), holds what was written into it before. */
+START_TEST(parameter_space_outlives_a_second_lookup)
+{
+	setup();
+	CUdeviceptr own = dev_alloc(0), other = dev_alloc(1);
+	CUtensorMap ok = tmap_over(own);
+	CUlibrary lib;
+	CUmodule mod;
+	CUkernel k;
+	CUfunction f, again;
+	ck_assert_int_eq(cuCtxSetCurrent(ctx[0]), CUDA_SUCCESS);
+	ck_assert_int_eq(cuLibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0), CUDA_SUCCESS);
+	ck_assert_int_eq(cuLibraryGetModule(&mod, lib), CUDA_SUCCESS);
+	ck_assert_int_eq(cuModuleGetFunction(&f, mod, EXPERT), CUDA_SUCCESS);
+	set_params(f, own, other, &ok, &ok);
+	ck_assert_int_eq(cuLibraryGetKernel(&k, lib, EXPERT), CUDA_SUCCESS);
+	ck_assert_int_eq(cuKernelGetFunction(&again, k), CUDA_SUCCESS);
+	ck_assert_msg(again == f, "the fake gave the library's kernel another function");
+	assert_refused(launch_deprecated(1, f), "after cuKernelGetFunction");
+}
+END_TEST
+
+/* A function of a module loaded past the hooks may have had parameters
+ * written before ctxguard met it, and is forgotten whenever a context
+ * ends: a deprecated launch of it is not checked, and says so once per
+ * function, in an unchecked record and the status line that fails
+ * `ctxguard --audit`. */
+START_TEST(deprecated_launch_of_a_function_never_seen_loaded)
+{
+	char log[128], status[128];
+	snprintf(log, sizeof log, "/tmp/ctxguard-params-%d.jsonl", (int)getpid());
+	snprintf(status, sizeof status, "/tmp/ctxguard-params-%d.status", (int)getpid());
+	unlink(log);
+	FILE *st = fopen(status, "w");
+	ck_assert(st && fclose(st) == 0);
+	setenv("CTXGUARD_LOG", log, 1);
+	setenv("CTXGUARD_STATUS", status, 1);
+	setup();
+	CUresult (*load)(CUmodule *, const void *) = fake_entry_point("cuModuleLoadData", 0);
+	CUmodule mod;
+	CUfunction f;
+	CUdeviceptr own = dev_alloc(0), other = dev_alloc(1);
+	CUtensorMap ok = tmap_over(own);
+	ck_assert_int_eq(cuCtxSetCurrent(ctx[0]), CUDA_SUCCESS);
+	ck_assert_int_eq(load(&mod, image), CUDA_SUCCESS);
+	ck_assert_int_eq(cuModuleGetFunction(&f, mod, EXPERT), CUDA_SUCCESS);
+	set_params(f, own, other, &ok, &ok);
+	/* Device 1's operand goes through unseen; the second launch then
+	 * meets the context it killed (no peer access): what ctxguard said
+	 * is what counts. */
+	ck_assert_int_eq(launch_deprecated(1, f), CUDA_SUCCESS);
+	launch_deprecated(2, f);
+	char *text = slurp(log);
+	unlink(log);
+	ck_assert_msg(text && count_of(text, "{\"event\":\"unchecked\",") == 1 &&
+			      strstr(text, "\"api\":\"cuLaunchGrid\",\"kernel\":\"" EXPERT
+					   "\",\"launch_dev\":0,"),
+		      "%s", text ? text : "no log");
+	char line[64];
+	snprintf(line, sizeof line, "unchecked %d\n", (int)getpid());
+	text = slurp(status);
+	unlink(status);
+	ck_assert_msg(text && strcmp(text, line) == 0, "status: %s", text ? text : "none");
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("operands");
@@ -1100,6 +1218,9 @@ int main(void)
 	tcase_add_test(t, extra_buffer_shorter_than_the_parameters);
 	tcase_add_loop_test(t, function_of_reset_primary_context_reused_out_of_sight, 0, 2);
 	tcase_add_loop_test(t, function_first_met_at_launch_does_not_outlive_its_context, 0, 2);
+	tcase_add_loop_test(t, deprecated_launches_read_the_parameter_space, 0, 3);
+	tcase_add_test(t, parameter_space_outlives_a_second_lookup);
+	tcase_add_test(t, deprecated_launch_of_a_function_never_seen_loaded);
 	suite_add_tcase(s, t);
 	TCase *w = tcase_create("address in the descriptor");
 	tcase_set_timeout(w, 60);

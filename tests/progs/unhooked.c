@@ -5,6 +5,8 @@
  *   unhooked LAUNCH CASE [CUPTI]
  *   LAUNCH hooked (the exported cuLaunchKernel: through the hooks) |
  *          launch | launch_ptsz | launchex | coop | multidev | legacy | graph |
+ *          legacy_params (cuLaunchGridAsync, device 1's memory as its first
+ *          parameter, written by cuParamSetv through the hooks) |
  *          threads (THREADS x LAUNCHES cuLaunchKernel past the hooks at once)
  *   CASE   same   loaded and launched in device 0's context
  *          cross  loaded in device 0's context, launched with device 1's current
@@ -184,7 +186,17 @@ int main(int argc, char **argv)
 					.hStream = s, .kernelParams = params};
 		rc = ((__typeof__(&cuLaunchCooperativeKernelMultiDevice))raw(
 			"cuLaunchCooperativeKernelMultiDevice", 0))(&p, 1, 0);
-	} else if (strcmp(api, "legacy") == 0) {
+	} else if (strncmp(api, "legacy", 6) == 0) {
+		if (api[6]) {
+			CUdeviceptr other;
+			CUcontext cur;
+			CHECK(D(cuCtxGetCurrent)(&cur));
+			CHECK(D(cuCtxSetCurrent)(ctx1));
+			CHECK(D(cuMemAlloc_v2)(&other, 1 << 20));
+			CHECK(D(cuCtxSetCurrent)(cur));
+			CHECK(D(cuParamSetv)(f, 0, &other, sizeof other));
+			CHECK(D(cuParamSetSize)(f, sizeof other));
+		}
 		rc = ((__typeof__(&cuLaunchGridAsync))raw("cuLaunchGridAsync", 0))(f, 1, 1, NULL);
 	} else if (strcmp(api, "threads") == 0) {
 		pthread_t t[THREADS];
