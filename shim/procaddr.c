@@ -38,6 +38,17 @@ static void unmapped(const char *symbol, int version, cuuint64_t flags, void *p)
 	}
 }
 
+/* One of our own wrappers: another interposer looked the entry point up
+ * through us (our dlsym or cuGetProcAddress) and hands it on; calls
+ * through it are checked, so nothing is lost and nothing is said. */
+static int ours(const void *p)
+{
+	for (int i = 0; i < CG_NVARIANTS; i++)
+		if (cg_variants[i].hook == p)
+			return 1;
+	return 0;
+}
+
 static CUresult finish(CUresult rc, const char *symbol, void **pfn, int version,
 		       cuuint64_t flags)
 {
@@ -47,7 +58,7 @@ static CUresult finish(CUresult rc, const char *symbol, void **pfn, int version,
 	if (h) {
 		*pfn = h;
 		cg_count(CG_C_HOOKED_PROCADDR);
-	} else {
+	} else if (!ours(*pfn)) {
 		unmapped(symbol, version, flags, *pfn);
 	}
 	return rc;
