@@ -523,8 +523,11 @@ START_TEST(vmm_import_where_none_was)
 				    .requestedHandleTypes = fd_type,
 				    .location = {CU_MEM_LOCATION_TYPE_DEVICE, 1}};
 	CUresult (*import)(CUmemGenericAllocationHandle *, void *, CUmemAllocationHandleType) =
-		_i ? fake_entry_point("cuMemImportFromShareableHandle", 0)
-		   : cuMemImportFromShareableHandle;
+		cuMemImportFromShareableHandle;
+	if (_i) { /* memcpy: ISO C has no cast from an object pointer to a function pointer */
+		void *past = fake_entry_point("cuMemImportFromShareableHandle", 0);
+		memcpy(&import, &past, sizeof past);
+	}
 	CUmemGenericAllocationHandle theirs, ours;
 	CUdeviceptr own = dev_alloc(0), va;
 	CUtensorMap t = tmap_over(own);
