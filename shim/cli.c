@@ -36,8 +36,8 @@ static const char usage[] =
 	"                               (CTXGUARD_BACKSTOP=on; CTXGUARD_CUPTI: libcupti's path)\n"
 	"  --audit                      --backstop, and --error-exitcode also fires when a launch\n"
 	"                               bypassed the hooks, the backstop could not watch, calls\n"
-	"                               passed unchecked or cuGetProcAddress handed out a hooked\n"
-	"                               entry point ctxguard could not map (unmapped)\n"
+	"                               passed unchecked or cuGetProcAddress handed out a launch,\n"
+	"                               load or lookup entry point ctxguard could not map\n"
 	"  --library PATH               libctxguard.so to preload (CTXGUARD_LIBRARY)\n"
 	"  --version                    print the version and the system policy's path\n";
 
