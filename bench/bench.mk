@@ -22,18 +22,18 @@ CUDA ?= /usr/local/cuda
 BENCH_CC ?= $(CC)
 BENCH_CFLAGS ?= -std=c11 -D_GNU_SOURCE -Wall -Wextra $(WERROR_FLAG) -O2 -g -fPIC $(EXTRA_CFLAGS)
 
-$(BUILD)/bench/launch_overhead: bench/launch_overhead.c
+$(BUILD)/bench/launch_overhead: bench/launch_overhead.c bench/cu_check.h
 	@mkdir -p $(@D)
 	$(BENCH_CC) $(BENCH_CFLAGS) -I$(CUDA)/include -o $@ $< -L$(CUDA)/lib64/stubs -lcuda \
 	    $(CUDA)/lib64/libcudart_static.a -ldl -lpthread -lrt
 
 # The driver queries a checked launch may add, timed on a GPU machine.
-$(BUILD)/bench/driver_queries: bench/driver_queries.c
+$(BUILD)/bench/driver_queries: bench/driver_queries.c bench/cu_check.h
 	@mkdir -p $(@D)
 	$(BENCH_CC) $(BENCH_CFLAGS) -I$(CUDA)/include -o $@ $< -L$(CUDA)/lib64/stubs -lcuda
 
 # Which driver calls wait for a context's running work (GPU machine).
-$(BUILD)/bench/driver_waits: bench/driver_waits.c
+$(BUILD)/bench/driver_waits: bench/driver_waits.c bench/cu_check.h
 	@mkdir -p $(@D)
 	$(BENCH_CC) $(BENCH_CFLAGS) -I$(CUDA)/include -o $@ $< -L$(CUDA)/lib64/stubs -lcuda -lpthread
 
@@ -48,7 +48,7 @@ bench-backstop: $(BUILD)/bench/launch_overhead $(LIB)
 	ROWS=backstop bench/run_overhead.py $(BUILD)
 
 # The shim's cost per launch in instructions, on the fake driver (no GPU).
-$(BUILD)/bench/hotpath: bench/hotpath.c $(FAKE_LIB)
+$(BUILD)/bench/hotpath: bench/hotpath.c bench/cu_check.h $(FAKE_LIB)
 	@mkdir -p $(@D)
 	$(BENCH_CC) $(BENCH_CFLAGS) -I$(CUDA)/include -o $@ $< -L$(BUILD)/fake -l:libcuda.so.1 \
 	    -Wl,-rpath,'$$ORIGIN/../fake'

@@ -12,14 +12,8 @@
 #include <stdlib.h>
 #include <time.h>
 
-#define CU(call)                                                             \
-	do {                                                                 \
-		CUresult e_ = (call);                                        \
-		if (e_ != CUDA_SUCCESS) {                                    \
-			fprintf(stderr, "driver_queries: %s: %d\n", #call, (int)e_); \
-			exit(1);                                             \
-		}                                                            \
-	} while (0)
+#include "cu_check.h"
+
 
 static CUstream stream;
 static CUdeviceptr ptr;

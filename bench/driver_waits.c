@@ -20,14 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CU(call)                                                                     \
-	do {                                                                         \
-		CUresult e_ = (call);                                                \
-		if (e_ != CUDA_SUCCESS) {                                            \
-			fprintf(stderr, "driver_waits: %s: %d\n", #call, (int)e_); \
-			exit(1);                                                     \
-		}                                                                    \
-	} while (0)
+#include "cu_check.h"
+
 
 /* spin(flag, cycles): until *flag != 0 (host memory), or cycles pass. */
 static const char ptx[] =

@@ -10,16 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cu_check.h"
+
 #define EXPERT "_ZN9deep_gemm19sm90_bf16_gemm_implILj0EEEvPijjj14CUtensorMap_stS2_S2_"
 
-#define CHECK(call)                                                              \
-	do {                                                                     \
-		CUresult rc_ = (call);                                           \
-		if (rc_ != CUDA_SUCCESS) {                                       \
-			fprintf(stderr, "hotpath: %s: %d\n", #call, (int)rc_);   \
-			exit(1);                                                 \
-		}                                                                \
-	} while (0)
 
 int main(int argc, char **argv)
 {
@@ -37,20 +31,20 @@ int main(int argc, char **argv)
 	CUmodule mod;
 	CUfunction f;
 	CUstream s;
-	CHECK(cuInit(0));
-	CHECK(cuDeviceGet(&dev, 0));
-	CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
-	CHECK(cuCtxSetCurrent(ctx));
-	CHECK(cuStreamCreate(&s, 0));
-	CHECK(cuModuleLoadData(&mod, image));
-	CHECK(cuModuleGetFunction(&f, mod, expert ? EXPERT : "vector_add"));
+	CU(cuInit(0));
+	CU(cuDeviceGet(&dev, 0));
+	CU(cuDevicePrimaryCtxRetain(&ctx, dev));
+	CU(cuCtxSetCurrent(ctx));
+	CU(cuStreamCreate(&s, 0));
+	CU(cuModuleLoadData(&mod, image));
+	CU(cuModuleGetFunction(&f, mod, expert ? EXPERT : "vector_add"));
 	CUdeviceptr buf;
-	CHECK(cuMemAlloc(&buf, 1 << 20));
+	CU(cuMemAlloc(&buf, 1 << 20));
 	CUtensorMap maps[3];
 	cuuint64_t dims[2] = {256, 256}, strides[1] = {512};
 	cuuint32_t box[2] = {64, 64}, elem[2] = {1, 1};
 	for (int i = 0; i < 3; i++)
-		CHECK(cuTensorMapEncodeTiled(&maps[i], CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
+		CU(cuTensorMapEncodeTiled(&maps[i], CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
 					     (void *)(buf + 65536 * i), dims, strides, box, elem,
 					     CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
 					     CU_TENSOR_MAP_L2_PROMOTION_NONE,
@@ -59,8 +53,8 @@ int main(int argc, char **argv)
 	void *plain_args[] = {&buf, &buf, &buf, &sizes[0]};
 	void *expert_args[] = {&buf, &sizes[0], &sizes[1], &sizes[2], &maps[0], &maps[1], &maps[2]};
 	for (long i = 0; i < n; i++)
-		CHECK(cuLaunchKernel(f, 1, 1, 1, 128, 1, 1, 0, s, expert ? expert_args : plain_args,
+		CU(cuLaunchKernel(f, 1, 1, 1, 128, 1, 1, 0, s, expert ? expert_args : plain_args,
 				     NULL));
-	CHECK(cuStreamSynchronize(s));
+	CU(cuStreamSynchronize(s));
 	return 0;
 }

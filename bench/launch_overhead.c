@@ -37,6 +37,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "cu_check.h"
+
 enum { WARMUP = 20000, DEFAULT_LAUNCHES = 200000, DEFAULT_REPS = 5 };
 
 /* The expert's name demangles to deep_gemm::launch_bench(int*, float*,
@@ -63,20 +65,6 @@ static const char ptx[] =
 	"	ret;\n"
 	"}\n";
 
-static void driver_check(CUresult e, const char *call, int line)
-{
-	const char *name = NULL, *text = NULL;
-
-	if (e == CUDA_SUCCESS)
-		return;
-	if (cuGetErrorName(e, &name) != CUDA_SUCCESS || !name)
-		name = "<unknown>";
-	if (cuGetErrorString(e, &text) != CUDA_SUCCESS || !text)
-		text = "<unknown>";
-	fprintf(stderr, "launch_overhead: line %d: %s: %d (%s, %s)\n", line, call, (int)e, name, text);
-	exit(1);
-}
-
 static void runtime_check(cudaError_t e, const char *call, int line)
 {
 	if (e == cudaSuccess)
@@ -86,7 +74,6 @@ static void runtime_check(cudaError_t e, const char *call, int line)
 	exit(1);
 }
 
-#define CU(call) driver_check((call), #call, __LINE__)
 #define RT(call) runtime_check((call), #call, __LINE__)
 
 /* One launch of the mode's kernel; state set up by the mode's prepare. */
