@@ -237,6 +237,19 @@ START_TEST(fork_during_start_up)
 }
 END_TEST
 
+/* The fake driver's own checks of the semantics the suites rely on
+ * (tests/progs/fake_selftest), without the shim: run here so that they
+ * cannot drift from the fake unnoticed. */
+START_TEST(fake_driver_selftest)
+{
+	const char *env[] = {preload_without_shim(), NULL};
+	const char *argv[] = {"tests/progs/fake_selftest", NULL};
+	spawn(&r, env, argv);
+	ck_assert_msg(exited(&r, 0) && strstr(r.out, "fake_selftest: all checks passed"), "status %#x\n%s%s",
+		      r.status, r.out, r.err);
+}
+END_TEST
+
 /* A thread inside dlopen (holding the loader lock) that makes hooked calls
  * while another thread's start-up waits for that lock stops waiting after
  * a bounded time instead of deadlocking: its lookups are answered as after
@@ -543,6 +556,7 @@ static Suite *suite(void)
 	tcase_add_test(t, warn_reports_and_launches);
 	tcase_add_test(t, lost_log_records_are_reported);
 	tcase_add_test(t, off_is_silent);
+	tcase_add_test(t, fake_driver_selftest);
 	tcase_add_test(t, unmapped_entry_point_is_said);
 	tcase_add_loop_test(t, audit_fails_on_unmapped_hooked_entry_points, 0, 3);
 	tcase_add_test(t, loads_after_start_up);
