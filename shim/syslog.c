@@ -43,10 +43,11 @@ void cg_syslog_open(const char *path)
 
 /* Which records syslog takes, and at what priority: the one place that
  * decides.  A crossing at its action's.  A record saying that the process
- * ran partly unchecked (each also fails `ctxguard --audit`) at warning, or
- * err where the policy's mode stops crossings: an operator who enforces
- * through syslog sees the gaps too.  Each of those
- * is said a few times at most (unchecked once per start-up and once per
+ * ran partly unchecked (unchecked and unhooked fail `ctxguard --audit`, so
+ * does unmapped where launches lose their checks: shim/procaddr.c) at
+ * warning, or err where the policy's mode stops crossings: an operator who
+ * enforces through syslog sees the gaps too.  Each of those is said a few
+ * times at most (unchecked once per start-up and once per
  * function whose deprecated launch could not be read, unhooked for the
  * first four launches, unmapped once per entry point).  Every other
  * record (start, summary, backstop...) stays out. */
