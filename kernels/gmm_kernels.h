@@ -118,7 +118,19 @@ struct cg_gmm_args {
 	int group_rows;           /* masked: max_m, the rows each group owns */
 	int form;                 /* enum cg_gmm_form */
 	int flags;                /* CG_GMM_ARG_* */
+	/* The launch's share of the problem's tiles (grouped_mm.c, "the last
+	 * round"): tiles bounds the kernel's own tile indices; tail_split > 0
+	 * makes it a tail launch (contiguous form, 64-row kernels), its tile t
+	 * being part t % tail_split of the 128 x 256 tile tail0 + t / tail_split
+	 * (rows before columns: CG_GMM_TAIL_BN / bn column parts of each 64-row
+	 * half). */
+	int tiles;
+	int tail0, tail_split;
 };
+
+/* The tile of the prefill kernels, whose last round a tail launch cuts up */
+#define CG_GMM_TAIL_BM 128
+#define CG_GMM_TAIL_BN 256
 
 /* Shared-memory layout sizes; the kernels carve the same regions in this
  * order: the tile buffers (SM90: from a 1024-byte aligned base, for the

@@ -91,31 +91,65 @@ __device__ __forceinline__ void build_tables(const cg_gmm_args &a, int *tab)
  * such a band only puts the same columns of 16 experts' weights in flight
  * together, N·K elements apart: there the band is one m-tile, a group's n-tiles
  * in turn (measured on masked decode: 3-7% less time). */
+__device__ __forceinline__ void band_place(int t, int m_tiles, int n_tiles, int g, int &mt, int &nb)
+{
+	const int band = m_tiles > g ? CG_GMM_BAND : 1;
+	const int band_tiles = band * n_tiles;
+	const int b = t / band_tiles;
+	const int r = t - b * band_tiles;
+	const int first = b * band;
+	const int width = min(band, m_tiles - first);
+	nb = r / width;
+	mt = first + (r - nb * width);
+}
+
 template <int BM, int BN>
 struct Sched {
 	const int *index, *pre, *start, *end;
-	int form, m, g, n_tiles, m_tiles;
+	int form, m, n, g, n_tiles, m_tiles, tiles, tail0, tail_split;
 
 	__device__ Sched(const cg_gmm_args &a, const int *tab)
 	    : index(a.index), pre(tab), start(tab + a.g + 1), end(tab + 2 * a.g + 1),
-	      form(a.form), m(a.m), g(a.g), n_tiles((a.n + BN - 1) / BN),
-	      m_tiles(cg_gmm_form_has_tables(a.form) ? tab[a.g] : (a.m + BM - 1) / BM)
+	      form(a.form), m(a.m), n(a.n), g(a.g), n_tiles((a.n + BN - 1) / BN),
+	      m_tiles(cg_gmm_form_has_tables(a.form) ? tab[a.g] : (a.m + BM - 1) / BM), tiles(a.tiles),
+	      tail0(a.tail0), tail_split(a.tail_split)
 	{
 	}
 
-	__device__ int total() const { return m_tiles * n_tiles; }
+	__device__ int total() const
+	{
+		return BM < CG_GMM_TAIL_BM && tail_split ? tiles : min(m_tiles * n_tiles, tiles);
+	}
+
+	/* Part t of a tail launch's tiles (gmm_kernels.h): contiguous form
+	 * only (the host's choice), whose rows' group ids place any 64 rows as
+	 * well as 128. */
+	__device__ bool tail_tile(int t, Tile &o) const
+	{
+		constexpr int parts = CG_GMM_TAIL_BN / BN; /* column parts of a 64-row half */
+		const int big = t / tail_split, part = t - big * tail_split;
+		int mt, nb;
+		band_place(tail0 + big, (m + CG_GMM_TAIL_BM - 1) / CG_GMM_TAIL_BM, (n + CG_GMM_TAIL_BN - 1) / CG_GMM_TAIL_BN,
+			   g, mt, nb);
+		o.m0 = mt * CG_GMM_TAIL_BM + part / parts * BM;
+		o.n0 = nb * CG_GMM_TAIL_BN + part % parts * BN;
+		o.rows = min(BM, m - o.m0);
+		if (o.rows <= 0 || o.n0 >= n)
+			return false;
+		o.g = __ldg(index + o.m0);
+		return o.g >= 0 && o.g < g;
+	}
 
 	/* False when the tile has nothing to compute (a padding block). */
 	__device__ bool tile(int t, Tile &o) const
 	{
-		const int band = m_tiles > g ? CG_GMM_BAND : 1;
-		const int band_tiles = band * n_tiles;
-		const int b = t / band_tiles;
-		const int r = t - b * band_tiles;
-		const int first = b * band;
-		const int width = min(band, m_tiles - first);
-		const int nb = r / width;
-		const int mt = first + (r - nb * width);
+		/* only the 64-row kernels run tails: the prefill kernels' producer
+		 * loop stays as it was */
+		if constexpr (BM < CG_GMM_TAIL_BM)
+			if (tail_split)
+				return tail_tile(t, o);
+		int mt, nb;
+		band_place(t, m_tiles, n_tiles, g, mt, nb);
 		o.n0 = nb * BN;
 		if (cg_gmm_form_has_tables(form)) {
 			/* largest group whose first m-tile is <= mt: pre[lo] <= mt < pre[hi] */

@@ -85,6 +85,21 @@ static int aligned(uint64_t x, uint64_t to)
 	return x % to == 0;
 }
 
+/* Hopper kernels by tile: 64 x 128, 64 x 256 on two consumers side by
+ * side ("split"), 128 x 256 */
+enum sm90_size { SM90_SMALL, SM90_SPLIT, SM90_LARGE };
+
+static enum cg_gmm_kernel_id sm90(enum sm90_size size, const struct cg_gmm_problem *p)
+{
+#define CG_GMM_SM90_KINDS(size)                                                    \
+	{CG_GMM_K_cg_gmm_sm90_bf16_nk_##size, CG_GMM_K_cg_gmm_sm90_bf16_kn_##size, \
+	 CG_GMM_K_cg_gmm_sm90_fp8_nk_##size}
+	static const enum cg_gmm_kernel_id by_size[3][3] = {
+	    CG_GMM_SM90_KINDS(small), CG_GMM_SM90_KINDS(split), CG_GMM_SM90_KINDS(large)};
+#undef CG_GMM_SM90_KINDS
+	return by_size[size][p->dtype == CG_GMM_FP8_E4M3 ? 2 : p->b_layout == CG_GMM_B_KN];
+}
+
 /* The kernel for p on a device of compute capability cc with sms
  * multiprocessors. */
 static enum cg_gmm_kernel_id choose(const struct cg_gmm_problem *p, int form, int cc, int sms)
@@ -107,22 +122,14 @@ static enum cg_gmm_kernel_id choose(const struct cg_gmm_problem *p, int form, in
 	const int small = form == CG_GMM_FORM_OFFS	   ? p->m <= 64 * p->g
 			  : form == CG_GMM_FORM_MASKED ? p->m <= 64
 						       : p->m <= 128 * p->g;
-	/* Hopper kernels by tile (64 x 128, 64 x 256 split, 128 x 256) and kind */
-#define CG_GMM_SM90_KINDS(size)                                                    \
-	{CG_GMM_K_cg_gmm_sm90_bf16_nk_##size, CG_GMM_K_cg_gmm_sm90_bf16_kn_##size, \
-	 CG_GMM_K_cg_gmm_sm90_fp8_nk_##size}
-	static const enum cg_gmm_kernel_id sm90[3][3] = {
-	    CG_GMM_SM90_KINDS(small), CG_GMM_SM90_KINDS(split), CG_GMM_SM90_KINDS(large)};
-#undef CG_GMM_SM90_KINDS
-	const int kind = fp8 ? 2 : kn;
 	if (!small)
-		return sm90[2][kind];
+		return sm90(SM90_LARGE, p);
 	/* 64 x 256 tiles on two consumers where at least one such tile per
 	 * group (or per 64 rows) and 256 columns fills every multiprocessor
 	 * (measured: 1.0-1.3x the 64 x 128 tiles on decode shapes); else
 	 * 64 x 128, twice the tiles */
 	const int64_t rows = form == CG_GMM_FORM_MASKED ? p->g : (p->m / 64 > p->g ? p->m / 64 : p->g);
-	return sm90[rows * ((p->n + 255) / 256) >= sms ? 1 : 0][kind];
+	return sm90(rows * ((p->n + 255) / 256) >= sms ? SM90_SPLIT : SM90_SMALL, p);
 }
 
 static CUresult encode(const struct cg_gmm_driver *drv, CUtensorMap *map, const char *what, CUtensorMapDataType type,
@@ -194,6 +201,65 @@ static CUresult tensor_maps(const struct cg_gmm_driver *drv, const struct cg_gmm
 	return encode(drv, tb, "B", type, 3, p->b, dims, strides, box);
 }
 
+/* args->flags for kernel k: what p's alignment allows it.  sfa_group:
+ * elements from one masked group's sfa to the next (0 in other forms). */
+static int arg_flags(const struct cg_gmm_problem *p, int form, const struct cg_gmm_kernel_info *k,
+		     const struct cg_gmm_args *args, int64_t sfa_group)
+{
+	const uint64_t esz = k->fp8 ? 1 : 2;
+	const int b_row_vec = k->kn ? p->n % 8 == 0 : p->k % 8 == 0;
+	int flags = 0;
+	if (aligned(p->a, 8 * esz) && p->k % 8 == 0)
+		flags |= CG_GMM_ARG_VEC_A;
+	if (aligned(p->b, 8 * esz) && b_row_vec)
+		flags |= CG_GMM_ARG_VEC_B;
+	if (aligned(p->d, 4) && p->n % 2 == 0)
+		flags |= CG_GMM_ARG_D_PAIR;
+	if (aligned(p->d, 8) && p->n % 4 == 0)
+		flags |= CG_GMM_ARG_D_QUAD;
+	if (k->tma_epi && aligned(p->d, 16) && p->n % 8 == 0) /* TMA: 16-byte base and row pitch */
+		flags |= CG_GMM_ARG_D_TMA;
+	/* sfa by TMA: 16-byte base and strides, and each box's contiguous
+	 * 16 bytes or more starting on a 16-byte boundary.  MN-major (rows
+	 * contiguous): boxes of bm rows, and tiles start on multiples of 64 rows
+	 * in every form but offs, whose groups start on any row (tried: such a
+	 * box faults, an illegal instruction).  Row-major (k blocks contiguous):
+	 * boxes of 4 blocks from a multiple of 4, any row.  Measured: 1-7%
+	 * faster fp8 prefill than the scale warp's copies (either layout). */
+	if (k->fp8 && k->sm90 && aligned(p->sfa, 16) && sfa_group % 4 == 0) {
+		if (form != CG_GMM_FORM_OFFS && args->sfa_sm == 1 && args->sfa_sk % 4 == 0)
+			flags |= CG_GMM_ARG_SFA_TMA;
+		else if (args->sfa_sk == 1 && args->sfa_sm % 4 == 0)
+			flags |= CG_GMM_ARG_SFA_TMA | CG_GMM_ARG_SFA_ROWS;
+	}
+	return flags;
+}
+
+/* One launch of kernel id on grid blocks, over the tiles args gives it. */
+static CUresult launch(const struct cg_gmm_driver *drv, const struct cg_gmm_module *mod, CUstream s,
+		       const struct cg_gmm_problem *p, int form, enum cg_gmm_kernel_id id, struct cg_gmm_args args,
+		       int64_t sfa_group, unsigned grid)
+{
+	const struct cg_gmm_kernel_info *k = &cg_gmm_kernel_info[id];
+	if (!mod->fn[id])
+		return cg_gmm_fail(CUDA_ERROR_NOT_SUPPORTED, "grouped_mm: %s cannot run on this device", k->name);
+	args.flags = arg_flags(p, form, k, &args, sfa_group);
+	const unsigned smem = cg_gmm_kernel_smem(k, form, (int)p->g);
+	CUtensorMap ta, tb, td = {{0}}, ts = {{0}};
+	void *sm90_params[] = {&ta, &tb, &td, &ts, &args};
+	void *sm80_params[] = {&args};
+	CUresult r;
+	if (k->sm90 && (r = tensor_maps(drv, p, args.m, k, &args, &ta, &tb, &td, &ts)) != CUDA_SUCCESS)
+		return r;
+	r = drv->cuLaunchKernel(mod->fn[id], grid, 1, 1, (unsigned)cg_gmm_kernel_threads(k), 1, 1, smem, s,
+				k->sm90 ? sm90_params : sm80_params, NULL);
+	return r == CUDA_SUCCESS ? r : cg_gmm_fail(r, "grouped_mm: launching %s failed", k->name);
+}
+
+/* The fewest k-steps a tile of the last round needs for a tail launch to
+ * pay (grouped_mm.c, enqueue) */
+#define CG_TAIL_MIN_KSTEPS 16
+
 static CUresult enqueue(const struct cg_gmm_driver *drv, CUcontext ctx, CUstream s, const struct cg_gmm_problem *p,
 			int form)
 {
@@ -203,11 +269,7 @@ static CUresult enqueue(const struct cg_gmm_driver *drv, CUcontext ctx, CUstream
 		return r;
 	const enum cg_gmm_kernel_id id = choose(p, form, mod->cc, mod->sm_count);
 	const struct cg_gmm_kernel_info *k = &cg_gmm_kernel_info[id];
-	if (!mod->fn[id])
-		return cg_gmm_fail(CUDA_ERROR_NOT_SUPPORTED, "grouped_mm: %s cannot run on this device", k->name);
 
-	const int fp8 = k->fp8;
-	const uint64_t esz = fp8 ? 1 : 2;
 	const int64_t kb = (p->k + 127) / 128, rows = rows_of(p, form);
 	const int use_default_sfa = p->sfa_stride_m == 0 && p->sfa_stride_k == 0;
 	const int64_t sfa_sm = use_default_sfa ? kb : p->sfa_stride_m, sfa_sk = use_default_sfa ? 1 : p->sfa_stride_k;
@@ -235,49 +297,43 @@ static CUresult enqueue(const struct cg_gmm_driver *drv, CUcontext ctx, CUstream
 		.g = (int)p->g,
 		.group_rows = form == CG_GMM_FORM_MASKED ? (int)p->m : 0,
 		.form = form,
-		.flags = 0,
+		.tiles = INT_MAX,
 	};
-	const int b_row_vec = k->kn ? p->n % 8 == 0 : p->k % 8 == 0;
-	if (aligned(p->a, 8 * esz) && p->k % 8 == 0)
-		args.flags |= CG_GMM_ARG_VEC_A;
-	if (aligned(p->b, 8 * esz) && b_row_vec)
-		args.flags |= CG_GMM_ARG_VEC_B;
-	if (aligned(p->d, 4) && p->n % 2 == 0)
-		args.flags |= CG_GMM_ARG_D_PAIR;
-	if (aligned(p->d, 8) && p->n % 4 == 0)
-		args.flags |= CG_GMM_ARG_D_QUAD;
-	if (k->tma_epi && aligned(p->d, 16) && p->n % 8 == 0) /* TMA: 16-byte base and row pitch */
-		args.flags |= CG_GMM_ARG_D_TMA;
-	/* sfa by TMA: 16-byte base and strides, and each box's contiguous
-	 * 16 bytes or more starting on a 16-byte boundary.  MN-major (rows
-	 * contiguous): boxes of bm rows, and tiles start on multiples of 64 rows
-	 * in every form but offs, whose groups start on any row (tried: such a
-	 * box faults, an illegal instruction).  Row-major (k blocks contiguous):
-	 * boxes of 4 blocks from a multiple of 4, any row.  Measured: 1-7%
-	 * faster fp8 prefill than the scale warp's copies (either layout). */
-	if (fp8 && k->sm90 && aligned(p->sfa, 16) && sfa_group % 4 == 0) {
-		if (form != CG_GMM_FORM_OFFS && sfa_sm == 1 && sfa_sk % 4 == 0)
-			args.flags |= CG_GMM_ARG_SFA_TMA;
-		else if (sfa_sk == 1 && sfa_sm % 4 == 0)
-			args.flags |= CG_GMM_ARG_SFA_TMA | CG_GMM_ARG_SFA_ROWS;
-	}
 
 	/* persistent grid: at most one block per multiprocessor (two for the
 	 * portable kernels), never more than there can be tiles */
 	const int64_t m_tiles = (rows + k->bm - 1) / k->bm + (cg_gmm_form_has_tables(form) ? p->g : 0);
 	const int64_t tiles = m_tiles * ((p->n + k->bn - 1) / k->bn);
-	const int64_t per_sm = k->sm90 ? 1 : 2;
-	const unsigned grid = (unsigned)(tiles < per_sm * mod->sm_count ? tiles : per_sm * mod->sm_count);
-	const unsigned smem = cg_gmm_kernel_smem(k, form, (int)p->g);
+	const int64_t sms = mod->sm_count, per_sm = k->sm90 ? 1 : 2;
+	const unsigned grid = (unsigned)(tiles < per_sm * sms ? tiles : per_sm * sms);
 
-	CUtensorMap ta, tb, td = {{0}}, ts = {{0}};
-	void *sm90_params[] = {&ta, &tb, &td, &ts, &args};
-	void *sm80_params[] = {&args};
-	if (k->sm90 && (r = tensor_maps(drv, p, rows, k, &args, &ta, &tb, &td, &ts)) != CUDA_SUCCESS)
-		return r;
-	r = drv->cuLaunchKernel(mod->fn[id], grid, 1, 1, (unsigned)cg_gmm_kernel_threads(k), 1, 1, smem, s,
-				k->sm90 ? sm90_params : sm80_params, NULL);
-	return r == CUDA_SUCCESS ? r : cg_gmm_fail(r, "grouped_mm: launching %s failed", k->name);
+	/* The last round.  Tile t runs on block t mod sms, so T tiles take
+	 * ceil(T / sms) rounds, the last holding r = T mod sms.  Where r <=
+	 * sms / 4, the main launch stops after its full rounds and a second one
+	 * runs the r tiles as 4r tiles of 64 x 128 on 4r multiprocessors.
+	 * Measured (kernels/NOTES.md v23): DSV3 gate_up with r = 8 4% faster
+	 * fp8, 5% bf16; the 64-row kernels run at about 60% of the 128 x 256
+	 * kernels' speed and the second launch costs several us, so halves of
+	 * 64 x 256 where 2r fit were level on fp8, and tiles of 6 fp8 or 12
+	 * bf16 k-steps 3-4% and 0.7% slower: only tiles of CG_TAIL_MIN_KSTEPS
+	 * or more.  The contiguous form only: there the host knows every tile
+	 * (the others count theirs from index[] on the device). */
+	const int64_t r_last = tiles % sms;
+	if (form == CG_GMM_FORM_CONTIGUOUS && k->sm90 && k->bm == CG_GMM_TAIL_BM && k->bn == CG_GMM_TAIL_BN &&
+	    tiles > sms && r_last && 4 * r_last <= sms && (p->k + k->bk - 1) / k->bk >= CG_TAIL_MIN_KSTEPS) {
+		const enum cg_gmm_kernel_id tail_id = sm90(SM90_SMALL, p);
+		const struct cg_gmm_kernel_info *tk = &cg_gmm_kernel_info[tail_id];
+		const int split = (CG_GMM_TAIL_BM / tk->bm) * (CG_GMM_TAIL_BN / tk->bn);
+		args.tiles = (int)(tiles - r_last);
+		if ((r = launch(drv, mod, s, p, form, id, args, sfa_group, grid)) != CUDA_SUCCESS)
+			return r;
+		struct cg_gmm_args tail = args;
+		tail.tiles = (int)(r_last * split);
+		tail.tail0 = (int)(tiles - r_last);
+		tail.tail_split = split;
+		return launch(drv, mod, s, p, form, tail_id, tail, sfa_group, (unsigned)tail.tiles);
+	}
+	return launch(drv, mod, s, p, form, id, args, sfa_group, grid);
 }
 
 #endif

@@ -5,6 +5,7 @@
  * read back from the fake's last launch where the kernels are built in. */
 #include <check.h>
 #include <dlfcn.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -327,6 +328,70 @@ START_TEST(sfa_by_tma)
 }
 END_TEST
 
+/* The last round of the prefill kernels' tiles (T tiles, 132 a round on
+ * the fake H200): run by a second launch as 64 x 128 parts where it leaves
+ * three quarters of the grid or more idle and a tile has 16 k-steps or more,
+ * in the contiguous form, the only one whose tiles the host can count. */
+static const struct tail_choice {
+	const char *what;
+	int form, dtype, b_layout;
+	int64_t m, n, k, g;
+	const char *main, *tail; /* tail NULL: one launch */
+	int tail0;
+} tail_choices[] = {
+    {"T = 83 x 16 = 1328, r = 8", CG_GMM_FORM_CONTIGUOUS, CG_GMM_FP8_E4M3, CG_GMM_B_NK, 83 * 128, 4096, 7168, 32,
+     "cg_gmm_sm90_fp8_nk_large", "cg_gmm_sm90_fp8_nk_small", 1320},
+    {"T = 83 x 16 = 1328, r = 8, B [G, K, N]", CG_GMM_FORM_CONTIGUOUS, CG_GMM_BF16, CG_GMM_B_KN, 83 * 128, 4096,
+     7168, 32, "cg_gmm_sm90_bf16_kn_large", "cg_gmm_sm90_bf16_kn_small", 1320},
+    {"T = 21 x 7 = 147 (N = 1664), r = 15", CG_GMM_FORM_CONTIGUOUS, CG_GMM_BF16, CG_GMM_B_NK, 21 * 128, 1664, 1024,
+     4, "cg_gmm_sm90_bf16_nk_large", "cg_gmm_sm90_bf16_nk_small", 132},
+    {"T = 85 x 16 = 1360, r = 40: more than a quarter round", CG_GMM_FORM_CONTIGUOUS, CG_GMM_BF16, CG_GMM_B_NK,
+     85 * 128, 4096, 7168, 32, "cg_gmm_sm90_bf16_nk_large", NULL, 0},
+    {"r = 8, but K = 768: 6 fp8 k-steps", CG_GMM_FORM_CONTIGUOUS, CG_GMM_FP8_E4M3, CG_GMM_B_NK, 83 * 128, 4096, 768,
+     32, "cg_gmm_sm90_fp8_nk_large", NULL, 0},
+    {"r = 15, but K = 960: 15 bf16 k-steps", CG_GMM_FORM_CONTIGUOUS, CG_GMM_BF16, CG_GMM_B_NK, 21 * 128, 1664, 960,
+     4, "cg_gmm_sm90_bf16_nk_large", NULL, 0},
+    {"T = 33 x 16 = 528, whole rounds", CG_GMM_FORM_CONTIGUOUS, CG_GMM_FP8_E4M3, CG_GMM_B_NK, 33 * 128, 4096, 7168,
+     32, "cg_gmm_sm90_fp8_nk_large", NULL, 0},
+    {"T = 7 x 16 = 112, under a round", CG_GMM_FORM_CONTIGUOUS, CG_GMM_FP8_E4M3, CG_GMM_B_NK, 7 * 128, 4096, 7168,
+     4, "cg_gmm_sm90_fp8_nk_large", NULL, 0},
+    {"psum: tiles counted on the device", CG_GMM_FORM_PSUM, CG_GMM_FP8_E4M3, CG_GMM_B_NK, 83 * 128, 4096, 7168, 32,
+     "cg_gmm_sm90_fp8_nk_large", NULL, 0},
+};
+
+START_TEST(last_round)
+{
+	const struct tail_choice *c = &tail_choices[_i];
+	static const int64_t row_major[3] = {0, 0, 0};
+	struct fake_launch_info ran;
+	CUdeviceptr sfa;
+	fake_trace_start();
+	if (!launch_one(c->what, c->form, c->dtype, c->b_layout, 0, row_major, 0, c->m, c->n, c->k, c->g, &ran, &sfa))
+		return; /* no kernels in this build */
+	static struct fake_call trace[64];
+	const size_t n = fake_trace(trace, 64);
+	const char *launched[3] = {NULL, NULL, NULL};
+	size_t launches = 0;
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(trace[i].api, "launch") && launches < 3)
+			launched[launches++] = trace[i].kernel;
+	ck_assert_uint_eq(launches, c->tail ? 2 : 1);
+	ck_assert_msg(!strcmp(launched[0], c->main), "%s: ran %s first, expected %s", c->what, launched[0], c->main);
+	struct cg_gmm_args args;
+	memcpy(&args, ran.args + ran.argbytes - sizeof args, sizeof args);
+	if (!c->tail) {
+		ck_assert_int_eq(args.tail_split, 0);
+		ck_assert_int_eq(args.tiles, INT_MAX);
+		return;
+	}
+	ck_assert_msg(!strcmp(launched[1], c->tail), "%s: ran %s second, expected %s", c->what, launched[1], c->tail);
+	ck_assert_int_eq(args.tail0, c->tail0);
+	ck_assert_int_eq(args.tail_split, 4);
+	const int64_t total = (c->m + 127) / 128 * ((c->n + 255) / 256);
+	ck_assert_int_eq(args.tiles, (total - c->tail0) * 4);
+}
+END_TEST
+
 /* A default stream on a thread with no current context (PyTorch's autograd
  * thread for device 0, before its first runtime call) runs in device 0's
  * primary context, as the CUDA runtime would; with a context current, the
@@ -409,6 +474,7 @@ int main(void)
 	tcase_add_checked_fixture(k, setup, NULL);
 	tcase_add_loop_test(k, kernel_by_shape, 0, sizeof choices / sizeof choices[0]);
 	tcase_add_loop_test(k, sfa_by_tma, 0, sizeof sfa_choices / sizeof sfa_choices[0]);
+	tcase_add_loop_test(k, last_round, 0, sizeof tail_choices / sizeof tail_choices[0]);
 	tcase_add_test(k, default_stream_without_context);
 	tcase_add_test(k, failed_load_is_kept_not_unloaded);
 	suite_add_tcase(s, k);

@@ -283,6 +283,12 @@ def cases():
                  bl, ragged(rng, 32, 0, 64, 7), 1024, 1200, max_m=64),
             Case("bf16 contiguous G=64 decode 0..40 rows K=512 N=1100 " + bname, "contiguous", BF16, bl,
                  ragged(rng, 64, 0, 40, 9), 512, 1100),
+            # 128 x 256 tiles whose last round (T mod 132 <= 33; 16 k-steps or more) a second launch
+            # runs as 64 x 128 parts: T = 28 x 5 = 140, r = 8; T = 21 x 7 = 147, r = 15
+            Case("bf16 contiguous last round in 64 x 128 parts K=1024 N=1100 " + bname, "contiguous", BF16, bl,
+                 [1000, 0, 1, 2300], 1024, 1100),
+            Case("bf16 contiguous last round in 64 x 128 parts K=1088 N=1664 " + bname, "contiguous", BF16, bl,
+                 [1000, 1, 0, 1300], 1088, 1664),
         ]
     out += [
         Case("fp8 offs G=8 ragged+empty K=640 N=384", "offs", FP8, NK, ragged(rng, 8, 0, 300, 3), 640, 384),
@@ -335,6 +341,13 @@ def cases():
              ragged(rng, 5, 0, 300), 1280, 256, sfa_row_pad=2),
         Case("fp8 psum G=5 K=1536 N=512 sfa row-major by TMA", "psum", FP8, NK, [1] + ragged(rng, 4, 0, 300),
              1536, 512),
+        # the last round cut up, as for bf16 above
+        Case("fp8 contiguous last round in 64 x 128 parts K=2176 N=1100", "contiguous", FP8, NK,
+             [1000, 0, 1, 2300], 2176, 1100),
+        Case("fp8 contiguous last round in 64 x 128 parts K=2048 N=1100 sfa row-major by TMA", "contiguous", FP8,
+             NK, [1000, 0, 1, 2300], 2048, 1100),
+        Case("fp8 contiguous last round in 64 x 128 parts K=2048 N=1664 sfa MN-major", "contiguous", FP8, NK,
+             [1000, 1, 0, 1300], 2048, 1664, sfa_mn_major=True),
     ]
     return out
 
