@@ -73,6 +73,7 @@ static void ctx_release_resources(CUcontext ctx)
 	fake_library_drop_ctx(ctx);
 	fake_module_drop_ctx(ctx);
 	fake_mem_drop_ctx(ctx);
+	fake_extmem_drop_ctx(ctx);
 	for (size_t i = 0; i < fake_ctx_pool.nall; i++) {
 		CUcontext other = fake_ctx_pool.all[i];
 		if (other->h.live)

@@ -273,6 +273,8 @@ enum fake_mem_kind {
 	FAKE_MEM_POOL_HOST,  /* from a host-located pool; never backed, reachable from every device */
 	FAKE_MEM_IPC,	     /* a cuIpcOpenMemHandle mapping of another allocation; never backed */
 	FAKE_MEM_POOL_IMPORT, /* a cuMemPoolImportPointer mapping of a pool allocation; never backed */
+	FAKE_MEM_EXTERNAL,    /* a buffer mapped onto imported external memory; never backed */
+	FAKE_MEM_GRAPH,	      /* a graph allocation node's memory while allocated; never backed */
 };
 
 struct fake_phys; /* cuMemCreate handle (vmm.c) */
@@ -282,14 +284,14 @@ struct fake_alloc {
 	size_t size;
 	enum fake_mem_kind kind;
 	CUdevice dev;
-	CUcontext ctx;	       /* owner, NULL for VMM mappings */
+	CUcontext ctx;	       /* owner, NULL for VMM mappings and graph memory */
 	CUmemoryPool pool;     /* stream-ordered allocations */
 	unsigned long long id; /* CU_POINTER_ATTRIBUTE_BUFFER_ID */
 	void *host;	       /* FAKE_MEM_HOST: the memory to free */
 	struct fake_phys *phys;
 	CUdeviceptr resv_base; /* VMM: the reservation holding the mapping */
 	size_t resv_size;
-	unsigned access; /* VMM: bit d set when device d may access the mapping */
+	unsigned access; /* VMM, graph memory: bit d set when device d may access it */
 	unsigned long long source; /* IPC, pool imports: the mapped allocation's buffer id */
 	unsigned opens;		   /* IPC: opens of its handle in ctx not yet closed */
 };
@@ -309,7 +311,8 @@ extern struct fake_pool fake_mempool_pool;
 #define FAKE_DEVICE_SPAN 0x1000000000ull
 #define FAKE_MANAGED_BASE 0x7e0000000000ull
 #define FAKE_VMM_BASE 0x7d0000000000ull
-#define FAKE_SHARED_BASE 0x7c0000000000ull /* IPC and pool-import mappings */
+#define FAKE_SHARED_BASE 0x7c0000000000ull /* IPC, pool-import and external-memory mappings */
+#define FAKE_GRAPH_BASE 0x7b0000000000ull  /* graph allocation nodes' addresses */
 #define FAKE_REGION_SPAN 0x10000000000ull
 
 /* Range pointers stay valid until the next add or remove. */
@@ -324,6 +327,26 @@ CUresult fake_mem_alloc_device(CUdevice dev, CUcontext ctx, CUmemoryPool pool, s
 CUresult fake_mem_alloc_pool_host(CUcontext ctx, CUmemoryPool pool, size_t size, CUdeviceptr *out);
 void fake_mem_drop_ctx(CUcontext ctx);
 void fake_mem_drop_pool(CUmemoryPool pool);
+/* Maps m (its size set) at the lowest granule of the shared range with room for it (ipc.c). */
+CUresult fake_mem_map_shared(struct fake_alloc m, CUdeviceptr *out);
+void fake_extmem_drop_ctx(CUcontext ctx); /* external.c */
+
+/* ---- graph memory nodes (graphmem.c) ---- */
+
+/* Reserves an allocation node's addresses for graph g: *out, on the device props names. */
+CUresult fake_gmem_reserve(CUgraph g, const CUmemPoolProps *props, const CUmemAccessDesc *acc,
+			   size_t nacc, size_t size, CUdeviceptr *out);
+/* A free node in graph g for the allocation at p. */
+CUresult fake_gmem_free_node(CUgraph g, CUdeviceptr p);
+/* An instantiation holding the allocation node at p made (+1) or destroyed (-1). */
+void fake_gmem_hold(CUdeviceptr p, int delta);
+bool fake_gmem_live(CUdeviceptr p); /* allocated by a launch and not freed since */
+/* A launch reaching the allocation node (live true) or a free node of p. */
+CUresult fake_gmem_map(CUdeviceptr p, bool live);
+/* cuMemFree[Async] of the graph allocation at p. */
+CUresult fake_gmem_free(CUdeviceptr p);
+/* Graph g destroyed: its allocation and free nodes end. */
+void fake_gmem_graph_gone(CUgraph g);
 size_t fake_mem_count(void);
 struct fake_alloc *fake_mem_at(size_t i); /* i-th range in address order */
 

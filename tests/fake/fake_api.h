@@ -34,6 +34,17 @@
  *    exports (cuMemExportToShareableHandle) to a number standing for a file descriptor, no
  *    file opened; cuMemImportFromShareableHandle makes it a new handle on the exporting
  *    handle's device, which cuMemGetAllocationPropertiesFromHandle names.
+ *  - External memory (cuImportExternalMemory; CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD only, the
+ *    descriptor a number standing for one) belongs to the importing context: a buffer mapped
+ *    onto it (cuExternalMemoryGetMappedBuffer) is that context's device's memory, mapped as
+ *    IPC mappings are (so a freed buffer's addresses come back), until cuMemFree or the
+ *    context's end.
+ *  - A graph allocation node (cuGraphAddMemAllocNode, or cuGraphAddNode of type MEM_ALLOC)
+ *    gets its address when made, whole granules, first fit in a range of their own, on its
+ *    pool's device; its memory exists from a launch reaching the node until a free node
+ *    (cuGraphAddMemFreeNode, MEM_FREE), cuMemFree[Async] or an AUTO_FREE_ON_LAUNCH relaunch
+ *    frees it.  The address goes to another node once the graph, its instantiations and the
+ *    memory are all gone.
  *  - The deprecated cuLaunch / cuLaunchGrid* take the block shape and parameters stored by
  *    cuFuncSetBlockShape / cuParamSet* (until then: one thread, parameters all zero).
  *    cuParamSet* write a 4096-byte parameter space, before or after cuParamSetSize, which

@@ -1,8 +1,9 @@
 /*
- * Graphs of kernel nodes (and empty nodes, which only order others). A kernel node copies
- * its launch by value (parameter values included) and runs in its own context: the
- * function's context, or for a CUkernel the context given in the node parameters (NULL:
- * the one current when the node was set).
+ * Graphs of kernel nodes (and empty nodes, which only order others, and memory nodes, whose
+ * allocation a launch makes and frees: graphmem.c). A kernel node copies its launch by value
+ * (parameter values included) and runs in its own context: the function's context, or for a
+ * CUkernel the context given in the node parameters (NULL: the one current when the node
+ * was set).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -10,9 +11,10 @@
 #include "fake.h"
 
 struct knode {
-	bool empty;	 /* an empty node: nothing to run */
-	CUfunction func; /* the CUfunction, or a CUkernel cast to one */
-	CUkernel kern;	 /* set when the node runs a CUkernel */
+	CUgraphNodeType type; /* KERNEL, EMPTY, MEM_ALLOC or MEM_FREE */
+	CUdeviceptr mem;      /* a memory node's allocation */
+	CUfunction func;      /* the CUfunction, or a CUkernel cast to one */
+	CUkernel kern;	      /* set when the node runs a CUkernel */
 	CUcontext ctx;
 	struct fake_dims dims;
 	struct fake_kdesc desc;
@@ -37,6 +39,7 @@ struct CUgraphExec_st {
 	CUgraphNode *src; /* the graph node each copy came from */
 	struct knode *k;
 	size_t n;
+	unsigned long long flags; /* cuGraphInstantiateWithFlags' */
 };
 
 /* What every kernel-node parameter struct version says. */
@@ -47,6 +50,18 @@ struct knode_req {
 	struct fake_dims dims;
 	void **kernelParams;
 	void **extra;
+};
+
+/* A node to add: a kernel node (kernel), an empty node, an allocation node (alloc*) or a
+ * free node (free). */
+struct node_req {
+	CUgraphNodeType type;
+	const struct knode_req *kernel;
+	const CUmemPoolProps *alloc_props;
+	const CUmemAccessDesc *alloc_access;
+	size_t alloc_naccess, alloc_size;
+	CUdeviceptr *alloc_out;
+	CUdeviceptr free;
 };
 
 static struct fake_pool graph_pool = FAKE_POOL_INIT(struct CUgraph_st);
@@ -65,6 +80,17 @@ static struct fake_pool exec_pool = FAKE_POOL_INIT(struct CUgraphExec_st);
 		.kernelParams = (p)->kernelParams,                                                 \
 		.extra = (p)->extra,                                                               \
 	})
+
+#define KERNEL_REQ(r) ((struct node_req){.type = CU_GRAPH_NODE_TYPE_KERNEL, .kernel = (r)})
+#define FREE_REQ(p) ((struct node_req){.type = CU_GRAPH_NODE_TYPE_MEM_FREE, .free = (p)})
+/* Reads either version of the allocation node parameters, which share these fields. */
+#define ALLOC_REQ(p)                                                                               \
+	((struct node_req){.type = CU_GRAPH_NODE_TYPE_MEM_ALLOC,                                   \
+			   .alloc_props = &(p)->poolProps,                                         \
+			   .alloc_access = (p)->accessDescs,                                       \
+			   .alloc_naccess = (p)->accessDescCount,                                  \
+			   .alloc_size = (p)->bytesize,                                            \
+			   .alloc_out = &(p)->dptr})
 
 /* A node's launch as the fields all kernel node parameter versions share. */
 #define PARAMS_OF(k, func_)                                                                        \
@@ -95,7 +121,7 @@ static CUresult knode_index_args(struct knode *k)
 /* Builds a node from a request; *k is left untouched on failure. */
 static CUresult knode_make(struct knode *k, const struct knode_req *r)
 {
-	struct knode n = {.dims = r->dims};
+	struct knode n = {.type = CU_GRAPH_NODE_TYPE_KERNEL, .dims = r->dims};
 	const struct fake_kdesc *kd;
 	const int *attr;
 	if (fake_pool_live(&fake_func_pool, r->func)) {
@@ -139,7 +165,9 @@ static CUresult knode_make(struct knode *k, const struct knode_req *r)
 static CUresult knode_copy(struct knode *dst, const struct knode *src)
 {
 	*dst = *src;
-	if (src->empty)
+	if (src->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC)
+		fake_gmem_hold(src->mem, 1);
+	if (src->type != CU_GRAPH_NODE_TYPE_KERNEL)
 		return CUDA_SUCCESS;
 	dst->desc = (struct fake_kdesc){0};
 	dst->args = malloc(src->desc.argbytes ? src->desc.argbytes : 1);
@@ -160,7 +188,9 @@ static CUresult knode_run(const struct knode *k)
 {
 	const struct fake_kdesc *kd;
 	const int *attr;
-	if (k->empty)
+	if (k->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC || k->type == CU_GRAPH_NODE_TYPE_MEM_FREE)
+		return fake_gmem_map(k->mem, k->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC);
+	if (k->type != CU_GRAPH_NODE_TYPE_KERNEL)
 		return CUDA_SUCCESS;
 	if (!fake_ctx_usable(k->ctx))
 		return CUDA_ERROR_INVALID_CONTEXT;
@@ -188,6 +218,7 @@ CUresult CUDAAPI cuGraphDestroy(CUgraph hGraph)
 	FAKE_ENTER();
 	if (!fake_pool_live(&graph_pool, hGraph))
 		return fake_leave(CUDA_ERROR_INVALID_VALUE);
+	fake_gmem_graph_gone(hGraph);
 	for (size_t i = 0; i < hGraph->n; i++) {
 		knode_free(&hGraph->nodes[i]->k);
 		fake_pool_give(&node_pool, hGraph->nodes[i]);
@@ -197,9 +228,32 @@ CUresult CUDAAPI cuGraphDestroy(CUgraph hGraph)
 	return fake_leave(CUDA_SUCCESS);
 }
 
-/* A kernel node for request r, or an empty node for r NULL. */
+/* Makes fresh node k of graph g as r says. */
+static CUresult node_make(struct knode *k, CUgraph g, const struct node_req *r)
+{
+	CUresult rc = CUDA_SUCCESS;
+	switch (r->type) {
+	case CU_GRAPH_NODE_TYPE_KERNEL:
+		return knode_make(k, r->kernel);
+	case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
+		rc = fake_gmem_reserve(g, r->alloc_props, r->alloc_access, r->alloc_naccess,
+				       r->alloc_size, &k->mem);
+		if (rc == CUDA_SUCCESS)
+			*r->alloc_out = k->mem;
+		break;
+	case CU_GRAPH_NODE_TYPE_MEM_FREE:
+		rc = fake_gmem_free_node(g, r->free);
+		k->mem = r->free;
+		break;
+	default:
+		break;
+	}
+	k->type = r->type;
+	return rc;
+}
+
 static CUresult add_node(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t ndeps,
-			 const struct knode_req *r)
+			 const struct node_req *r)
 {
 	if (!out || !fake_pool_live(&graph_pool, g) || (ndeps > 0 && !deps))
 		return CUDA_ERROR_INVALID_VALUE;
@@ -213,8 +267,7 @@ static CUresult add_node(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, s
 	CUgraphNode node = fake_pool_take(&node_pool);
 	if (!node)
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	node->k.empty = !r;
-	CUresult rc = r ? knode_make(&node->k, r) : CUDA_SUCCESS;
+	CUresult rc = node_make(&node->k, g, r);
 	if (rc != CUDA_SUCCESS) {
 		fake_pool_give(&node_pool, node);
 		return rc;
@@ -233,7 +286,8 @@ CUresult CUDAAPI cuGraphAddKernelNode(CUgraphNode *phGraphNode, CUgraph hGraph,
 	if (!nodeParams)
 		return fake_leave(CUDA_ERROR_INVALID_VALUE);
 	struct knode_req r = REQ_FROM(nodeParams, NULL, NULL);
-	return fake_leave(add_node(phGraphNode, hGraph, dependencies, numDependencies, &r));
+	return fake_leave(add_node(phGraphNode, hGraph, dependencies, numDependencies,
+				   &KERNEL_REQ(&r)));
 }
 
 CUresult CUDAAPI cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph,
@@ -244,17 +298,40 @@ CUresult CUDAAPI cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGrap
 	if (!nodeParams)
 		return fake_leave(CUDA_ERROR_INVALID_VALUE);
 	struct knode_req r = REQ_FROM(nodeParams, nodeParams->kern, nodeParams->ctx);
-	return fake_leave(add_node(phGraphNode, hGraph, dependencies, numDependencies, &r));
+	return fake_leave(add_node(phGraphNode, hGraph, dependencies, numDependencies,
+				   &KERNEL_REQ(&r)));
 }
 
 CUresult CUDAAPI cuGraphAddEmptyNode(CUgraphNode *phGraphNode, CUgraph hGraph,
 				     const CUgraphNode *dependencies, size_t numDependencies)
 {
 	FAKE_ENTER();
-	return fake_leave(add_node(phGraphNode, hGraph, dependencies, numDependencies, NULL));
+	return fake_leave(add_node(phGraphNode, hGraph, dependencies, numDependencies,
+				   &(struct node_req){.type = CU_GRAPH_NODE_TYPE_EMPTY}));
 }
 
-/* Generic node parameters: the fake only makes kernel nodes this way. */
+CUresult CUDAAPI cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+					const CUgraphNode *dependencies, size_t numDependencies,
+					CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams)
+{
+	FAKE_ENTER();
+	if (!nodeParams)
+		return fake_leave(CUDA_ERROR_INVALID_VALUE);
+	return fake_leave(add_node(phGraphNode, hGraph, dependencies, numDependencies,
+				   &ALLOC_REQ(nodeParams)));
+}
+
+CUresult CUDAAPI cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+				       const CUgraphNode *dependencies, size_t numDependencies,
+				       CUdeviceptr dptr)
+{
+	FAKE_ENTER();
+	return fake_leave(
+		add_node(phGraphNode, hGraph, dependencies, numDependencies, &FREE_REQ(dptr)));
+}
+
+/* Generic node parameters: the fake only sets kernel nodes' this way (memory nodes' cannot
+ * be modified). */
 static CUresult generic_req(const CUgraphNodeParams *p, struct knode_req *r)
 {
 	if (!p)
@@ -265,16 +342,26 @@ static CUresult generic_req(const CUgraphNodeParams *p, struct knode_req *r)
 	return CUDA_SUCCESS;
 }
 
+/* ... and adds kernel and memory nodes. */
+static CUresult generic_add(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t ndeps,
+			    CUgraphNodeParams *p)
+{
+	struct knode_req r;
+	if (p && p->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC)
+		return add_node(out, g, deps, ndeps, &ALLOC_REQ(&p->alloc));
+	if (p && p->type == CU_GRAPH_NODE_TYPE_MEM_FREE)
+		return add_node(out, g, deps, ndeps, &FREE_REQ(p->free.dptr));
+	CUresult rc = generic_req(p, &r);
+	return rc == CUDA_SUCCESS ? add_node(out, g, deps, ndeps, &KERNEL_REQ(&r)) : rc;
+}
+
 CUresult CUDAAPI cuGraphAddNode(CUgraphNode *phGraphNode, CUgraph hGraph,
 				const CUgraphNode *dependencies, size_t numDependencies,
 				CUgraphNodeParams *nodeParams)
 {
 	FAKE_ENTER();
-	struct knode_req r;
-	CUresult rc = generic_req(nodeParams, &r);
-	if (rc == CUDA_SUCCESS)
-		rc = add_node(phGraphNode, hGraph, dependencies, numDependencies, &r);
-	return fake_leave(rc);
+	return fake_leave(
+		generic_add(phGraphNode, hGraph, dependencies, numDependencies, nodeParams));
 }
 
 /* Edge data only annotates dependencies, which the fake runs in insertion order anyway. */
@@ -285,16 +372,13 @@ CUresult CUDAAPI cuGraphAddNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph,
 {
 	FAKE_ENTER();
 	(void)dependencyData;
-	struct knode_req r;
-	CUresult rc = generic_req(nodeParams, &r);
-	if (rc == CUDA_SUCCESS)
-		rc = add_node(phGraphNode, hGraph, dependencies, numDependencies, &r);
-	return fake_leave(rc);
+	return fake_leave(
+		generic_add(phGraphNode, hGraph, dependencies, numDependencies, nodeParams));
 }
 
 static bool is_kernel_node(CUgraphNode node)
 {
-	return fake_pool_live(&node_pool, node) && !node->k.empty;
+	return fake_pool_live(&node_pool, node) && node->k.type == CU_GRAPH_NODE_TYPE_KERNEL;
 }
 
 static CUresult node_set(CUgraphNode node, const struct knode_req *r)
@@ -361,14 +445,17 @@ CUresult CUDAAPI cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)
 	FAKE_ENTER();
 	if (!type || !fake_pool_live(&node_pool, hNode))
 		return fake_leave(CUDA_ERROR_INVALID_VALUE);
-	*type = hNode->k.empty ? CU_GRAPH_NODE_TYPE_EMPTY : CU_GRAPH_NODE_TYPE_KERNEL;
+	*type = hNode->k.type;
 	return fake_leave(CUDA_SUCCESS);
 }
 
 static void exec_free(CUgraphExec e)
 {
-	for (size_t i = 0; i < e->n; i++)
+	for (size_t i = 0; i < e->n; i++) {
+		if (e->k[i].type == CU_GRAPH_NODE_TYPE_MEM_ALLOC)
+			fake_gmem_hold(e->k[i].mem, -1);
 		knode_free(&e->k[i]);
+	}
 	free(e->k);
 	free(e->src);
 	fake_pool_give(&exec_pool, e);
@@ -388,6 +475,7 @@ CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph h
 	if (!e)
 		return fake_leave(CUDA_ERROR_OUT_OF_MEMORY);
 	size_t n = hGraph->n;
+	e->flags = flags;
 	e->k = calloc(n ? n : 1, sizeof(*e->k));
 	e->src = calloc(n ? n : 1, sizeof(*e->src));
 	CUresult rc = e->k && e->src ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
@@ -412,7 +500,7 @@ static CUresult exec_set(CUgraphExec e, CUgraphNode node, const struct knode_req
 	for (size_t i = 0; i < e->n; i++) {
 		if (e->src[i] != node)
 			continue;
-		if (e->k[i].empty)
+		if (e->k[i].type != CU_GRAPH_NODE_TYPE_KERNEL)
 			return CUDA_ERROR_INVALID_VALUE;
 		struct knode k = {0};
 		CUresult rc = knode_make(&k, r);
@@ -460,6 +548,22 @@ CUresult CUDAAPI cuGraphExecNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hN
 	return fake_leave(rc);
 }
 
+/* Allocations an earlier launch of e left unfreed: freed first if e was instantiated to,
+ * else the launch fails. */
+static CUresult unfreed(CUgraphExec e)
+{
+	bool auto_free = e->flags & CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH;
+	for (size_t i = 0; i < e->n; i++) {
+		const struct knode *k = &e->k[i];
+		if (k->type != CU_GRAPH_NODE_TYPE_MEM_ALLOC || !fake_gmem_live(k->mem))
+			continue;
+		if (!auto_free)
+			return CUDA_ERROR_INVALID_VALUE;
+		fake_gmem_map(k->mem, false);
+	}
+	return CUDA_SUCCESS;
+}
+
 static CUresult graph_launch(CUgraphExec e, CUstream s)
 {
 	CUcontext ctx;
@@ -468,6 +572,8 @@ static CUresult graph_launch(CUgraphExec e, CUstream s)
 	CUresult rc = fake_stream_ctx(s, &ctx);
 	if (rc == CUDA_SUCCESS)
 		rc = ctx->sticky;
+	if (rc == CUDA_SUCCESS)
+		rc = unfreed(e);
 	for (size_t i = 0; i < e->n && rc == CUDA_SUCCESS; i++)
 		rc = knode_run(&e->k[i]);
 	return rc;

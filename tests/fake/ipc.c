@@ -4,7 +4,8 @@
  * One process plays both sides: a handle made here is opened here as if by another process,
  * and a pool stands for the pool another process would import from its shareable handle.
  * What is opened or imported is mapped in a range of its own, whole granules, first fit, so a
- * closed or freed mapping's addresses come back with the next one, whatever its device.
+ * closed or freed mapping's addresses come back with the next one, whatever its device
+ * (external.c maps its buffers there too).
  */
 #include <string.h>
 
@@ -39,8 +40,7 @@ static struct fake_alloc *token_source(const void *in)
 	return NULL;
 }
 
-/* Maps m (its size set) at the lowest granule of the shared range with room for it. */
-static CUresult map_shared(struct fake_alloc m, CUdeviceptr *out)
+CUresult fake_mem_map_shared(struct fake_alloc m, CUdeviceptr *out)
 {
 	CUdeviceptr p = FAKE_SHARED_BASE;
 	for (size_t i = 0; i < fake_mem_count(); i++) {
@@ -99,7 +99,7 @@ static CUresult ipc_open(CUdeviceptr *pdptr, const CUipcMemHandle *handle, unsig
 	}
 	struct fake_alloc m = {.size = src->size, .kind = FAKE_MEM_IPC, .dev = src->dev,
 			       .ctx = ctx, .source = src->id, .opens = 1};
-	return map_shared(m, pdptr);
+	return fake_mem_map_shared(m, pdptr);
 }
 
 /* The open before CUDA 11.0 and its _v2 behave alike here. */
@@ -156,5 +156,5 @@ CUresult CUDAAPI cuMemPoolImportPointer(CUdeviceptr *ptr_out, CUmemoryPool pool,
 		return fake_leave(CUDA_ERROR_INVALID_VALUE);
 	struct fake_alloc m = {.size = src->size, .kind = FAKE_MEM_POOL_IMPORT, .dev = src->dev,
 			       .ctx = ctx, .pool = pool, .source = src->id};
-	return fake_leave(map_shared(m, ptr_out));
+	return fake_leave(fake_mem_map_shared(m, ptr_out));
 }

@@ -106,7 +106,7 @@ struct operand_scan {
 /* Whether a kernel running in ctx reaches device memory a. */
 static bool reaches(CUcontext ctx, const struct fake_alloc *a)
 {
-	if (a->kind == FAKE_MEM_VMM)
+	if (a->kind == FAKE_MEM_VMM || a->kind == FAKE_MEM_GRAPH)
 		return (a->access >> ctx->dev) & 1u;
 	/* cuIpcOpenMemHandle's lazy peer access: from the context that opened it. */
 	return a->dev == ctx->dev || (a->kind == FAKE_MEM_IPC && a->ctx == ctx) ||

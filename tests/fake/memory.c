@@ -196,9 +196,11 @@ CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
 	if (dptr == 0)
 		return fake_leave(CUDA_SUCCESS);
 	struct fake_alloc *a = fake_mem_find(dptr);
+	if (a && a->base == dptr && a->kind == FAKE_MEM_GRAPH)
+		return fake_leave(fake_gmem_free(dptr));
 	if (!a || a->base != dptr ||
 	    (a->kind != FAKE_MEM_DEVICE && a->kind != FAKE_MEM_MANAGED &&
-	     a->kind != FAKE_MEM_POOL_IMPORT))
+	     a->kind != FAKE_MEM_POOL_IMPORT && a->kind != FAKE_MEM_EXTERNAL))
 		return fake_leave(CUDA_ERROR_INVALID_VALUE);
 	fake_mem_remove(dptr);
 	return fake_leave(CUDA_SUCCESS);

@@ -30,6 +30,8 @@ static CUresult free_async(CUdeviceptr dptr, CUstream s)
 	if (rc != CUDA_SUCCESS)
 		return rc;
 	const struct fake_alloc *a = fake_mem_find(dptr);
+	if (a && a->base == dptr && a->kind == FAKE_MEM_GRAPH)
+		return fake_gmem_free(dptr);
 	if (!a || a->base != dptr ||
 	    (a->kind != FAKE_MEM_DEVICE && a->kind != FAKE_MEM_POOL_HOST &&
 	     a->kind != FAKE_MEM_POOL_IMPORT))

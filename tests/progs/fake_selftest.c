@@ -3,7 +3,8 @@
  *     LD_LIBRARY_PATH=build/fake build/tests/progs/fake_selftest
  * It checks the driver behaviour the shim's tests rely on (shared/DESIGN.md): which
  * context a launch runs in, INVALID_HANDLE across contexts, CUkernel handles, operand
- * crossings with and without peer access, handle reuse and cuGetProcAddress identity.
+ * crossings with and without peer access, handle reuse, shared, external and graph memory,
+ * and cuGetProcAddress identity.
  * Exits 0 when every check passes, 1 otherwise, 77 (skip) with fewer than two devices.
  */
 /* The deprecated launch API is exercised on purpose. */
@@ -495,6 +496,73 @@ static void test_shared_vmm(void)
 	EXPECT(cuMemGetAllocationPropertiesFromHandle(&got, made), CUDA_ERROR_INVALID_VALUE);
 }
 
+/* A buffer mapped onto external memory is the importing context's device's memory, mapped
+ * where IPC mappings are; a graph allocation node's address is fixed when the node is made,
+ * its memory there from a launch until freed, and the address handed on once the graph and
+ * the memory are gone. */
+static void test_external_and_graph_memory(void)
+{
+	CUDA_EXTERNAL_MEMORY_HANDLE_DESC desc = {.type = CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD,
+						 .handle = {.fd = 1000}, .size = 4u << 20};
+	CUDA_EXTERNAL_MEMORY_BUFFER_DESC buf = {.offset = 1u << 20, .size = 4u << 20};
+	CUexternalMemory ext;
+	CUdeviceptr b, again, v;
+	int ordinal = -1;
+	OK(cuCtxSetCurrent(ctx1));
+	OK(cuImportExternalMemory(&ext, &desc));
+	EXPECT(cuExternalMemoryGetMappedBuffer(&b, ext, &buf), CUDA_ERROR_INVALID_VALUE);
+	buf.size = 2u << 20;
+	OK(cuExternalMemoryGetMappedBuffer(&b, ext, &buf));
+	OK(cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, b + 64));
+	CHECK(ordinal == 1 && b % (2u << 20) == 0);
+	OK(cuMemFree(b));
+	OK(cuExternalMemoryGetMappedBuffer(&again, ext, &buf));
+	OK(cuDestroyExternalMemory(ext));
+	OK(cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, again));
+	CHECK(again == b);
+	OK(cuMemFree(again));
+
+	CUDA_MEM_ALLOC_NODE_PARAMS p = {
+		.poolProps = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+			      .location = {CU_MEM_LOCATION_TYPE_DEVICE, 1}},
+		.bytesize = 4096};
+	CUgraph g;
+	CUgraphNode alloc, freed;
+	CUgraphExec exec;
+	CUgraphNodeType type;
+	OK(cuGraphCreate(&g, 0));
+	OK(cuGraphAddMemAllocNode(&alloc, g, NULL, 0, &p));
+	OK(cuGraphNodeGetType(alloc, &type));
+	v = p.dptr;
+	CHECK(type == CU_GRAPH_NODE_TYPE_MEM_ALLOC && v % (2u << 20) == 0);
+	EXPECT(cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, v),
+	       CUDA_ERROR_INVALID_VALUE);
+	OK(cuGraphInstantiate(&exec, g, 0));
+	OK(cuGraphLaunch(exec, NULL));
+	OK(cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, v + 64));
+	CHECK(ordinal == 1);
+	EXPECT(cuGraphLaunch(exec, NULL), CUDA_ERROR_INVALID_VALUE); /* still allocated */
+	OK(cuMemFree(v));
+	OK(cuGraphLaunch(exec, NULL));
+	OK(cuGraphExecDestroy(exec));
+	OK(cuGraphDestroy(g));
+	/* Its graph gone, the memory stays until freed; then its address is the next node's. */
+	OK(cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, v));
+	OK(cuMemFreeAsync(v, NULL));
+	OK(cuGraphCreate(&g, 0));
+	OK(cuGraphAddMemAllocNode(&alloc, g, NULL, 0, &p));
+	CHECK(p.dptr == v);
+	OK(cuGraphAddMemFreeNode(&freed, g, &alloc, 1, v));
+	EXPECT(cuGraphAddMemFreeNode(&freed, g, &alloc, 1, v), CUDA_ERROR_INVALID_VALUE);
+	OK(cuGraphInstantiate(&exec, g, 0));
+	OK(cuGraphLaunch(exec, NULL));
+	OK(cuGraphLaunch(exec, NULL)); /* its own free node freed it */
+	EXPECT(cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, v),
+	       CUDA_ERROR_INVALID_VALUE);
+	OK(cuGraphExecDestroy(exec));
+	OK(cuGraphDestroy(g));
+}
+
 static void test_proc_address(void)
 {
 	void *lib = dlopen("libcuda.so.1", RTLD_NOW);
@@ -642,6 +710,7 @@ int main(void)
 	test_vmm_and_graph();
 	test_sharing();
 	test_shared_vmm();
+	test_external_and_graph_memory();
 	test_proc_address();
 	test_images_and_injection();
 	test_threads();
