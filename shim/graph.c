@@ -21,7 +21,8 @@ static CUresult check_node(const char *api, CUfunction func, CUkernel kern, CUco
 #define V2(p) ((p) ? check_node(v->symbol, (p)->func, (p)->kern, (p)->ctx, (p)->kernelParams, \
 				(p)->extra)                                                     \
 		   : CUDA_SUCCESS)
-/* The generic node API: only kernel nodes are checked. */
+/* The generic node API: only kernel nodes are checked; the memory nodes it
+ * adds are recorded once the driver made them (shim/memory.c). */
 #define ANY(p) ((p) && (p)->type == CU_GRAPH_NODE_TYPE_KERNEL ? V2(&(p)->kernel) : CUDA_SUCCESS)
 
 CG_CHECKED(cuGraphAddKernelNode, V1(nodeParams))
@@ -30,8 +31,8 @@ CG_CHECKED(cuGraphKernelNodeSetParams, V1(nodeParams))
 CG_CHECKED(cuGraphKernelNodeSetParams_v2, V2(nodeParams))
 CG_CHECKED(cuGraphExecKernelNodeSetParams, V1(nodeParams))
 CG_CHECKED(cuGraphExecKernelNodeSetParams_v2, V2(nodeParams))
-CG_CHECKED(cuGraphAddNode, ANY(nodeParams))
-CG_CHECKED(cuGraphAddNode_v2, ANY(nodeParams))
+CG_CHECKED_THEN(cuGraphAddNode, ANY(nodeParams), cg_memory_node_added(hGraph, nodeParams))
+CG_CHECKED_THEN(cuGraphAddNode_v2, ANY(nodeParams), cg_memory_node_added(hGraph, nodeParams))
 CG_CHECKED(cuGraphNodeSetParams, ANY(nodeParams))
 CG_CHECKED(cuGraphExecNodeSetParams, ANY(nodeParams))
 CG_CHECKED(cuGraphLaunch, CUDA_SUCCESS)

@@ -35,14 +35,16 @@ _Atomic(cg_tag *) cg_granule_tags;
 static struct cg_table granules = CG_TABLE_INIT;
 /* Memory a hook saw allocated, opened or imported, in allocs by its base:
  * what its free or close, or the end of its context (the driver then
- * frees and unmaps it, no free called), takes back.  Only allocation paths
- * read allocs, so a record taken out of it is freed at once. */
+ * frees and unmaps it, no free called) or of its allocation node's graph,
+ * takes back.  Only allocation paths read allocs, so a record taken out of
+ * it is freed at once. */
 struct alloc {
 	uintptr_t base;
 	size_t size;
 	uintptr_t add;             /* what it added to its granules: ONE, LEARNED */
 	CUcontext owner;           /* NULL: not known; any context's end takes it */
-	struct alloc *next;        /* on the list of a context's end */
+	CUgraph graph;             /* a graph allocation node's graph, else NULL */
+	struct alloc *next;        /* on the list of a context's or graph's end */
 };
 static struct cg_table allocs = CG_TABLE_INIT;
 /* VMM physical handle -> tag. */
@@ -128,15 +130,17 @@ static int drop(struct alloc *a)
 }
 
 /* A hook saw [base, base + size) appear in owner's context (add: see
- * tag_range).  A record already at base is of memory that went out of
- * sight (freed past the hooks): it is dropped.  Without room for a record
- * the memory is left to the fallback, which learns it. */
-static void remember(uintptr_t base, size_t size, int tag, uintptr_t add, CUcontext owner)
+ * tag_range), for graph's allocation node if graph is set.  A record
+ * already at base is of memory that went out of sight (freed past the
+ * hooks): it is dropped.  Without room for a record the memory is left to
+ * the fallback, which learns it. */
+static void remember(uintptr_t base, size_t size, int tag, uintptr_t add, CUcontext owner,
+		     CUgraph graph)
 {
 	struct alloc *a = base ? malloc(sizeof *a) : NULL;
 	if (!a)
 		return;
-	*a = (struct alloc){base, size, add, owner, NULL};
+	*a = (struct alloc){base, size, add, owner, graph, NULL};
 	drop(cg_table_put(&allocs, base, a));
 	tag_range(base, size, tag, add);
 }
@@ -148,34 +152,40 @@ static int forget(uintptr_t base)
 }
 
 struct ending {
-	CUcontext ctx;
+	CUcontext ctx;             /* a context's end, */
+	CUgraph graph;             /* or, when set, a graph's */
 	struct alloc **gone;
 };
 
-/* Under the table's lock: whether the allocation went with the context,
- * listed in *gone to be dropped after. */
+/* Under the table's lock: whether the allocation went with the context or
+ * the graph, listed in *gone to be dropped after. */
 static int ended(void *val, const void *arg)
 {
 	const struct ending *e = arg;
 	struct alloc *a = val;
-	if (a->owner && a->owner != e->ctx)
+	if (e->graph ? a->graph != e->graph : a->owner && a->owner != e->ctx)
 		return 0;
 	a->next = *e->gone;
 	*e->gone = a;
 	return 1;
 }
 
-/* The memory of no known context goes too: while it lives, a lookup
- * learns it back. */
-void cg_memory_forget_ctx(CUcontext ctx)
+static void end(CUcontext ctx, CUgraph graph)
 {
 	struct alloc *gone = NULL;
-	cg_table_sweep(&allocs, ended, &(struct ending){ctx, &gone});
+	cg_table_sweep(&allocs, ended, &(struct ending){ctx, graph, &gone});
 	while (gone) {
 		struct alloc *a = gone;
 		gone = a->next;
 		drop(a);
 	}
+}
+
+/* The memory of no known context goes too: while it lives, a lookup
+ * learns it back. */
+void cg_memory_forget_ctx(CUcontext ctx)
+{
+	end(ctx, NULL);
 }
 
 /* Device d's tag; 0 for no device (or one past what a tag can name). */
@@ -187,6 +197,14 @@ static int tag_of_device(int d)
 static int tag_of_ctx(CUcontext ctx)
 {
 	return tag_of_device(cg_ctx_device(ctx));
+}
+
+/* Memory at a location: a device's, or on no one device (host, host NUMA),
+ * which every device reaches. */
+static int tag_of_location(const CUmemLocation *at)
+{
+	int tag = at->type == CU_MEM_LOCATION_TYPE_DEVICE ? tag_of_device(at->id) : 0;
+	return tag ? tag : TAG_ANY;
 }
 
 /* What the driver says of the allocation holding address a, in one call. */
@@ -266,13 +284,13 @@ void cg_memory_reset(void)
 /* Device memory of ctx, its owner. */
 static void allocated(uintptr_t base, size_t size, CUcontext ctx)
 {
-	remember(base, size, tag_of_ctx(ctx), ONE, ctx);
+	remember(base, size, tag_of_ctx(ctx), ONE, ctx, NULL);
 }
 
 /* Managed and pinned host memory is reachable from every device (UVA). */
 static void everywhere(uintptr_t base, size_t size)
 {
-	remember(base, size, TAG_ANY, ONE, cg_current_ctx());
+	remember(base, size, TAG_ANY, ONE, cg_current_ctx(), NULL);
 }
 
 /* A pool may live on another device than the stream, or in host memory,
@@ -287,7 +305,7 @@ static void pooled(CUdeviceptr p, size_t size, CUcontext ctx)
 	if (ask(p, &f))
 		tag = f.type == CU_MEMORYTYPE_HOST ? TAG_ANY : tag_of_device(f.ordinal);
 	tag = tag ? tag : own;
-	remember(p, size, tag, ONE, tag == own ? ctx : NULL);
+	remember(p, size, tag, ONE, tag == own ? ctx : NULL, NULL);
 }
 
 CG_AFTER(cuMemAlloc, allocated(CG_OUT(dptr), bytesize, cg_current_ctx()))
@@ -300,11 +318,11 @@ CG_AFTER(cuMemHostAlloc, everywhere(CG_OUT(pp), bytesize))
 CG_AFTER(cuMemAllocHost, everywhere(CG_OUT(pp), bytesize))
 CG_AFTER(cuMemHostRegister, everywhere((uintptr_t)p, bytesize))
 
-/* Memory no hook saw appear (allocated past the hooks, an external
- * memory's buffer) goes: what was learned of its range goes too, asked of
- * the driver while the memory still exists.  Other such memory in those
- * granules, or an IPC mapping a close leaves open (the driver counts opens
- * of one handle), costs its next launch one lookup. */
+/* Memory no hook saw appear (allocated or imported past the hooks) goes:
+ * what was learned of its range goes too, asked of the driver while the
+ * memory still exists.  Other such memory in those granules, or an IPC
+ * mapping a close leaves open (the driver counts opens of one handle),
+ * costs its next launch one lookup. */
 static void unlearn(uintptr_t p)
 {
 	struct facts f;
@@ -338,12 +356,50 @@ static void opened(uintptr_t p)
 	struct facts f;
 	int tag = ask(p, &f) ? device_tag(&f) : 0;
 	if (tag)
-		remember(f.start, f.size, tag, LEARNED, cg_current_ctx());
+		remember(f.start, f.size, tag, LEARNED, cg_current_ctx(), NULL);
 }
 
 CG_AFTER(cuIpcOpenMemHandle, opened(CG_OUT(pdptr)))
 CG_BEFORE(cuIpcCloseMemHandle, freed(dptr, NULL))
 CG_AFTER(cuMemPoolImportPointer, opened(CG_OUT(ptr_out)))
+/* Another API's memory (Vulkan's, another process's) is imported into the
+ * current context, and a buffer mapped onto it is that context's device
+ * memory until cuMemFree or the context's end. */
+CG_AFTER(cuExternalMemoryGetMappedBuffer,
+	 allocated(CG_OUT(devPtr), bufferDesc ? bufferDesc->size : 0, cg_current_ctx()))
+
+/* A graph's allocation node fixes its address when it is made, on the
+ * device its pool names, in no one context (the graph may be launched in
+ * any); each launch of the graph maps the memory there again.  It is
+ * recorded from the node on, and taken back by the first of: a free node
+ * for it (as a captured cuMemFreeAsync, which makes one, is: past a free
+ * node in its own graph only that graph's nodes, checked as they were set,
+ * may use the address); cuMemFree[Async] of it (freed(), by its base); its
+ * graph's destruction, which ends the node's hold on the address; any
+ * context's end (as all memory of no known context).  Memory still
+ * allocated then (a graph's end frees none; another graph's free node
+ * frees when that graph runs) is the driver's to name: a launch's lookup
+ * learns it.  Taken back early, it costs a lookup; kept past the node, it
+ * could name a device for addresses the driver has handed to other memory. */
+static void graph_allocated(CUgraph graph, uintptr_t p, size_t size, const CUmemLocation *at)
+{
+	remember(p, size, tag_of_location(at), ONE, NULL, graph);
+}
+
+void cg_memory_node_added(CUgraph graph, const CUgraphNodeParams *p)
+{
+	if (p && p->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC)
+		graph_allocated(graph, p->alloc.dptr, p->alloc.bytesize, &p->alloc.poolProps.location);
+	else if (p && p->type == CU_GRAPH_NODE_TYPE_MEM_FREE)
+		forget(p->free.dptr);
+}
+
+CG_AFTER(cuGraphAddMemAllocNode,
+	 if (nodeParams) graph_allocated(hGraph, nodeParams->dptr, nodeParams->bytesize,
+					 &nodeParams->poolProps.location))
+CG_AFTER(cuGraphAddMemFreeNode, forget(dptr))
+/* Before the graph goes: its handle may come back at once for another. */
+CG_BEFORE(cuGraphDestroy, if (hGraph) end(NULL, hGraph))
 
 /* Virtual memory management (PyTorch's expandable segments): a physical
  * handle has a device; mapping it gives an address range that device. */
@@ -351,10 +407,8 @@ static void created(const CUmemGenericAllocationHandle *handle, const CUmemAlloc
 {
 	if (!handle || !prop || !*handle)
 		return;
-	/* Memory on no one device (host, host NUMA) every device reaches. */
-	int tag = prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE
-			  ? tag_of_device(prop->location.id) : 0;
-	cg_table_put(&handles, (uintptr_t)*handle, (void *)(uintptr_t)(tag ? tag : TAG_ANY));
+	uintptr_t tag = (uintptr_t)tag_of_location(&prop->location);
+	cg_table_put(&handles, (uintptr_t)*handle, (void *)tag);
 }
 
 /* A handle another process exported: the driver says where its memory is. */

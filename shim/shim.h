@@ -79,7 +79,9 @@ extern struct cg_variant cg_variants[CG_NVARIANTS];
  *   CG_AFTER(fam, then)    the real call; `then` when it succeeded (records)
  *   CG_BEFORE(fam, first)  `first`, then the real call (unpublish before a
  *                          free: the driver may hand the handle out again)
- *   CG_CHECKED(fam, check) `check`; its error code, or the real call */
+ *   CG_CHECKED(fam, check) `check`; its error code, or the real call
+ *   CG_CHECKED_THEN(fam, check, then)  the same, and `then` when the real
+ *                          call succeeded */
 /* What a call wrote back through out-parameter p, as a word; 0 when p is
  * NULL (the recorders then ignore it). */
 #define CG_OUT(p) ((p) ? (uintptr_t)*(p) : 0)
@@ -108,14 +110,19 @@ extern struct cg_variant cg_variants[CG_NVARIANTS];
 		cg_hooked_call = 0;                                          \
 		m_;                                                          \
 	})
-#define CG_CHECKED(fam, check)                                               \
+#define CG_CHECKED_THEN(fam, check, then)                                    \
 	CG_HANDLER(fam)                                                      \
 	{                                                                    \
 		CUresult rc_ = (check);                                      \
 		if (rc_ != CUDA_SUCCESS)                                     \
 			return rc_;                                          \
-		return CG_MARKED(CG_REAL(fam, v)(CG_UNPAREN(A_##fam)));      \
+		rc_ = CG_MARKED(CG_REAL(fam, v)(CG_UNPAREN(A_##fam)));       \
+		if (rc_ == CUDA_SUCCESS) {                                   \
+			then;                                                \
+		}                                                            \
+		return rc_;                                                  \
 	}
+#define CG_CHECKED(fam, check) CG_CHECKED_THEN(fam, check, (void)0)
 
 /* The hook that stands for real function p, or NULL: the identity map that
  * dlsym and cuGetProcAddress use. */
@@ -329,6 +336,9 @@ static inline int cg_mem_device(uintptr_t a, CUstream stream)
 void cg_memory_reset(void);
 /* ctx ended: the driver freed or unmapped its memory, forgotten as if freed. */
 void cg_memory_forget_ctx(CUcontext ctx);
+/* The driver added a node to graph from generic parameters: a memory
+ * allocation or free node is recorded as its own API's would be. */
+void cg_memory_node_added(CUgraph graph, const CUgraphNodeParams *p);
 
 struct cg_tmap {
 	uintptr_t addr;            /* global address; first: see cg_tmap_address */

@@ -114,6 +114,65 @@ static CUdeviceptr dev_alloc(int d)
 	return p;
 }
 
+/* Memory another API exported as a file descriptor (the number stands for
+ * one), imported by context c. */
+static CUexternalMemory external_imported(CUcontext c)
+{
+	CUDA_EXTERNAL_MEMORY_HANDLE_DESC desc = {.type = CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD,
+						 .handle = {.fd = 1000}, .size = SIZE};
+	CUexternalMemory ext;
+	ck_assert_int_eq(cuCtxSetCurrent(c), CUDA_SUCCESS);
+	ck_assert_int_eq(cuImportExternalMemory(&ext, &desc), CUDA_SUCCESS);
+	return ext;
+}
+
+/* All of it mapped as a buffer, c current: c's device's memory. */
+static CUdeviceptr buffer_of(CUcontext c, CUexternalMemory ext)
+{
+	CUDA_EXTERNAL_MEMORY_BUFFER_DESC buf = {.size = SIZE};
+	CUdeviceptr p;
+	ck_assert_int_eq(cuCtxSetCurrent(c), CUDA_SUCCESS);
+	ck_assert_int_eq(cuExternalMemoryGetMappedBuffer(&p, ext, &buf), CUDA_SUCCESS);
+	return p;
+}
+
+/* A new graph (*g) with an allocation node of device 1's memory, added
+ * through its own entry point (how 0) or the generic one (1): its address. */
+static CUdeviceptr graph_alloc(int how, CUgraph *g)
+{
+	CUmemPoolProps props = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+				.location = {CU_MEM_LOCATION_TYPE_DEVICE, 1}};
+	CUDA_MEM_ALLOC_NODE_PARAMS p = {.poolProps = props, .bytesize = SIZE};
+	CUgraphNodeParams any = {.type = CU_GRAPH_NODE_TYPE_MEM_ALLOC,
+				 .alloc = {.poolProps = props, .bytesize = SIZE}};
+	CUgraphNode node;
+	ck_assert_int_eq(cuGraphCreate(g, 0), CUDA_SUCCESS);
+	if (how)
+		ck_assert_int_eq(cuGraphAddNode(&node, *g, NULL, NULL, 0, &any), CUDA_SUCCESS);
+	else
+		ck_assert_int_eq(cuGraphAddMemAllocNode(&node, *g, NULL, 0, &p), CUDA_SUCCESS);
+	return how ? any.alloc.dptr : p.dptr;
+}
+
+/* g instantiated and launched on device 1's stream: its allocations made. */
+static void graph_launched(CUgraph g)
+{
+	CUgraphExec exec;
+	ck_assert_int_eq(cuGraphInstantiate(&exec, g, 0), CUDA_SUCCESS);
+	ck_assert_int_eq(cuGraphLaunch(exec, stream[1]), CUDA_SUCCESS);
+}
+
+/* A free node of p in g, the same two ways. */
+static void graph_free(int how, CUgraph g, CUdeviceptr p)
+{
+	CUgraphNodeParams any = {.type = CU_GRAPH_NODE_TYPE_MEM_FREE, .free = {p}};
+	CUgraphNode node;
+	if (how)
+		ck_assert_int_eq(cuGraphAddNode(&node, g, NULL, NULL, 0, &any), CUDA_SUCCESS);
+	else
+		ck_assert_int_eq(cuGraphAddMemFreeNode(&node, g, NULL, 0, p), CUDA_SUCCESS);
+}
+
 /* Every way of getting device memory, on device 1. */
 static CUdeviceptr alloc_by(int how, size_t *size_out)
 {
@@ -141,6 +200,15 @@ static CUdeviceptr alloc_by(int how, size_t *size_out)
 		ck_assert_int_eq(cuMemAllocFromPoolAsync(&p, SIZE, pool, stream[0]), CUDA_SUCCESS);
 		break;
 	}
+	case 5:
+		p = buffer_of(ctx[1], external_imported(ctx[1]));
+		break;
+	case 6: {
+		CUgraph g;
+		p = graph_alloc(0, &g);
+		graph_launched(g);
+		break;
+	}
 	default: {
 		/* Expandable segments: reserve, create on device 1, map. */
 		CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
@@ -164,6 +232,7 @@ static void free_by(int how, CUdeviceptr p, size_t size)
 	switch (how) {
 	case 2:
 	case 3:
+	case 6:
 		ck_assert_int_eq(cuMemFreeAsync(p, stream[1]), CUDA_SUCCESS);
 		break;
 	case 4:
@@ -175,7 +244,8 @@ static void free_by(int how, CUdeviceptr p, size_t size)
 }
 
 static const char *const alloc_names[] = {"cuMemAlloc", "cuMemAllocPitch", "cuMemAllocAsync",
-					  "cuMemAllocFromPoolAsync", "cuMemCreate+cuMemMap"};
+					  "cuMemAllocFromPoolAsync", "cuMemCreate+cuMemMap",
+					  "cuExternalMemoryGetMappedBuffer", "cuGraphAddMemAllocNode"};
 
 START_TEST(every_allocation_path)
 {
@@ -198,7 +268,8 @@ END_TEST
  * address follows the memory, refused while it lives, let through once
  * the driver took it.  The ends (_i / 4): cuCtxDestroy of a context of
  * its own, device 1's primary reset, its last release; the allocation
- * paths (_i % 4): every_allocation_path's but VMM, which no context owns. */
+ * paths (_i % 4): every_allocation_path's first four (VMM memory is no
+ * context's; external and graph memory have tests of their own). */
 static const char *const ends[] = {"cuCtxDestroy", "cuDevicePrimaryCtxReset",
 				   "cuDevicePrimaryCtxRelease"};
 
@@ -544,6 +615,45 @@ START_TEST(vmm_import_where_none_was)
 }
 END_TEST
 
+/* The same for a buffer mapped onto another API's memory, which its
+ * cuMemFree takes back. */
+START_TEST(external_memory_where_none_was)
+{
+	setup();
+	CUexternalMemory ext = external_imported(ctx[1]);
+	CUdeviceptr own = dev_alloc(0), v = buffer_of(ctx[1], ext);
+	CUtensorMap t = tmap_over(own);
+	ck_assert_int_eq(cuMemFree(v), CUDA_SUCCESS);
+	ck_assert_int_eq(launch(own, v + 64, &t, &t), CUDA_SUCCESS);
+	ck_assert_msg(buffer_of(ctx[1], ext) == v, "the fake did not reuse the addresses");
+	assert_refused(launch(own, v + 64, &t, &t), "mapped where nothing was");
+	ck_assert_int_eq(launch_in(1, v), CUDA_SUCCESS);
+	ck_assert_int_eq(cuMemFree(v), CUDA_SUCCESS);
+	ck_assert_int_eq(launch(own, v + 64, &t, &t), CUDA_SUCCESS);
+}
+END_TEST
+
+/* And for a graph's allocation node, which has its address from when it
+ * is made (through its own entry points or the generic ones: _i): the
+ * address a destroyed graph's node gave back, cached as not device memory
+ * by a launch, is checked as soon as another node has it, and no longer
+ * once a free node frees it. */
+START_TEST(graph_memory_where_none_was)
+{
+	setup();
+	CUgraph g;
+	CUdeviceptr own = dev_alloc(0), v = graph_alloc(_i, &g);
+	CUtensorMap t = tmap_over(own);
+	ck_assert_int_eq(cuGraphDestroy(g), CUDA_SUCCESS);
+	ck_assert_int_eq(launch(own, v + 64, &t, &t), CUDA_SUCCESS);
+	ck_assert_msg(graph_alloc(_i, &g) == v, "the fake did not reuse the addresses");
+	assert_refused(launch(own, v + 64, &t, &t), "a graph's allocation where nothing was");
+	ck_assert_int_eq(launch_in(1, v), CUDA_SUCCESS);
+	graph_free(_i, g, v);
+	ck_assert_int_eq(launch(own, v + 64, &t, &t), CUDA_SUCCESS);
+}
+END_TEST
+
 /* Memory a context opened through IPC (_i 0) or imported from a pool (1)
  * is unmapped at its end, no close or free called: device 0's memory
  * mapped past the hooks at those addresses afterwards is device 0's. */
@@ -575,6 +685,57 @@ START_TEST(shared_memory_ends_with_its_context)
 	}
 	ck_assert_msg(again == v, "the fake did not reuse the addresses");
 	own_operands_run(v, "device 0's memory where an ended context's mapping was");
+}
+END_TEST
+
+/* A buffer mapped onto another API's memory goes with the context that
+ * mapped it, no free called: device 0's buffer mapped past the hooks at
+ * its addresses afterwards is device 0's. */
+START_TEST(external_memory_ends_with_its_context)
+{
+	setup();
+	CUresult (*map_unseen)(CUdeviceptr *, CUexternalMemory,
+			       const CUDA_EXTERNAL_MEMORY_BUFFER_DESC *) =
+		fake_entry_point("cuExternalMemoryGetMappedBuffer", 0);
+	CUDA_EXTERNAL_MEMORY_BUFFER_DESC buf = {.size = SIZE};
+	CUexternalMemory ours = external_imported(ctx[0]);
+	CUcontext c;
+	CUdevice d1;
+	CUdeviceptr v, again;
+	ck_assert_int_eq(cuDeviceGet(&d1, 1), CUDA_SUCCESS);
+	ck_assert_int_eq(cuCtxCreate(&c, NULL, 0, d1), CUDA_SUCCESS);
+	v = buffer_of(c, external_imported(c));
+	ck_assert_int_eq(cuCtxDestroy(c), CUDA_SUCCESS);
+	ck_assert_int_eq(cuCtxSetCurrent(ctx[0]), CUDA_SUCCESS);
+	ck_assert_int_eq(map_unseen(&again, ours, &buf), CUDA_SUCCESS);
+	ck_assert_msg(again == v, "the fake did not reuse the addresses");
+	own_operands_run(v, "device 0's memory where an ended context's buffer was");
+}
+END_TEST
+
+/* A graph's memory is no one context's: any context's end takes it back,
+ * and the verdict then follows the memory, as for memory no hook saw:
+ * refused while a launch of the graph left it allocated (_i 1), let
+ * through where the graph never ran (0). */
+START_TEST(graph_memory_ends_with_any_context)
+{
+	setup();
+	CUgraph g;
+	CUcontext c;
+	CUdevice d0;
+	CUdeviceptr own = dev_alloc(0), v = graph_alloc(0, &g);
+	CUtensorMap t = tmap_over(own);
+	if (_i)
+		graph_launched(g);
+	assert_refused(launch(own, v + 64, &t, &t), "before a context's end");
+	ck_assert_int_eq(cuDeviceGet(&d0, 0), CUDA_SUCCESS);
+	ck_assert_int_eq(cuCtxCreate(&c, NULL, 0, d0), CUDA_SUCCESS);
+	ck_assert_int_eq(cuCtxDestroy(c), CUDA_SUCCESS);
+	CUresult rc = launch(own, v + 64, &t, &t);
+	if (_i)
+		assert_refused(rc, "allocated, after a context's end");
+	else
+		ck_assert_msg(rc == CUDA_SUCCESS, "never allocated, after a context's end: %d", rc);
 }
 END_TEST
 
@@ -1193,7 +1354,7 @@ int main(void)
 	Suite *s = suite_create("operands");
 	TCase *t = tcase_create("operands");
 	tcase_set_timeout(t, 60);
-	tcase_add_loop_test(t, every_allocation_path, 0, 5);
+	tcase_add_loop_test(t, every_allocation_path, 0, 7);
 	tcase_add_loop_test(t, context_end_takes_its_allocations, 0, 12);
 	tcase_add_test(t, memory_every_device_reaches);
 	tcase_add_loop_test(t, every_tensor_map_encoder, 0, 4);
@@ -1205,7 +1366,11 @@ int main(void)
 	tcase_add_test(t, ipc_memory_where_none_was);
 	tcase_add_test(t, pool_import_where_none_was);
 	tcase_add_loop_test(t, vmm_import_where_none_was, 0, 2);
+	tcase_add_test(t, external_memory_where_none_was);
+	tcase_add_loop_test(t, graph_memory_where_none_was, 0, 2);
 	tcase_add_loop_test(t, shared_memory_ends_with_its_context, 0, 2);
+	tcase_add_test(t, external_memory_ends_with_its_context);
+	tcase_add_loop_test(t, graph_memory_ends_with_any_context, 0, 2);
 	tcase_add_test(t, free_of_memory_never_seen_allocated);
 	tcase_add_test(t, captured_free_of_memory_never_seen_allocated);
 	tcase_add_test(t, silent_crossing_is_stopped_before_it_runs);
