@@ -49,8 +49,11 @@ struct alloc {
 static struct cg_table allocs = CG_TABLE_INIT;
 /* VMM physical handle -> tag. */
 static struct cg_table handles = CG_TABLE_INIT;
-/* Granules known not to be device memory (direct-mapped, lossy). */
+/* Granules known not to be device memory (direct-mapped, lossy), and how
+ * many times memory has appeared: a lookup's "none" is cached only if no
+ * memory appeared while the driver was asked. */
 static _Atomic uintptr_t negative[NEG];
+static _Atomic unsigned long appeared;
 /* Read-modify-write of granule counts; readers never take it. */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -77,8 +80,9 @@ static void set_tag(uintptr_t g, int tag)
  * as not device memory. */
 static void uncache(uintptr_t base, size_t size)
 {
+	atomic_fetch_add(&appeared, 1);
 	for (uintptr_t g = base >> SHIFT; size && g <= (base + size - 1) >> SHIFT; g++)
-		atomic_store_explicit(&negative[g % NEG], 0, memory_order_relaxed);
+		atomic_store(&negative[g % NEG], 0);
 }
 
 /* Tags [base, base + size): add is ONE for an allocation a hook saw,
@@ -243,9 +247,18 @@ static int ask_driver(uintptr_t a)
 {
 	struct facts f;
 	uintptr_t g = a >> SHIFT;
+	const unsigned long before = atomic_load(&appeared);
 	int tag = ask(a, &f) ? device_tag(&f) : 0;
 	if (!tag) {
-		atomic_store_explicit(&negative[g % NEG], g + 1, memory_order_relaxed);
+		/* Memory mapped there while the driver was asked (another
+		 * thread's cuMemMap) may be missing from its answer: the entry
+		 * is taken back if anything appeared meanwhile.  Sequentially
+		 * consistent with uncache(): its clearing then lands after
+		 * this store, or its count is seen by the load after it. */
+		atomic_store(&negative[g % NEG], g + 1);
+		uintptr_t mine = g + 1;
+		if (atomic_load(&appeared) != before)
+			atomic_compare_exchange_strong(&negative[g % NEG], &mine, 0);
 		return CG_MEM_NONE;
 	}
 	tag_range(g << SHIFT, (size_t)1 << SHIFT, tag, LEARNED);

@@ -615,6 +615,42 @@ START_TEST(vmm_import_where_none_was)
 }
 END_TEST
 
+/* Device 1's memory mapped at a reserved address by "another thread"
+ * while a launch's lookup of that address is asking the driver, which
+ * answers as of before the map: the lookup's "none" must not stay cached
+ * over the mapped memory.  Its handle was made past the hooks, so the map
+ * only uncaches the range and leaves its device to the next lookup. */
+struct racing_map {
+	CUdeviceptr va;
+	CUmemGenericAllocationHandle h;
+};
+
+static void map_meanwhile(void *arg)
+{
+	const struct racing_map *m = arg;
+	ck_assert_int_eq(cuMemMap(m->va, SIZE, 0, m->h, 0), CUDA_SUCCESS);
+}
+
+START_TEST(map_racing_a_lookup)
+{
+	setup();
+	CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+				    .location = {CU_MEM_LOCATION_TYPE_DEVICE, 1}};
+	struct racing_map m;
+	CUdeviceptr own = dev_alloc(0);
+	CUtensorMap t = tmap_over(own);
+	CUresult (*create)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
+			   unsigned long long);
+	void *past = fake_entry_point("cuMemCreate", 0);
+	memcpy(&create, &past, sizeof past); /* ISO C: no object to function pointer cast */
+	ck_assert_int_eq(create(&m.h, SIZE, &prop, 0), CUDA_SUCCESS);
+	ck_assert_int_eq(cuMemAddressReserve(&m.va, SIZE, 0, 0, 0), CUDA_SUCCESS);
+	fake_after_next("cuPointerGetAttributes", map_meanwhile, &m);
+	ck_assert_int_eq(launch(own, m.va + 64, &t, &t), CUDA_SUCCESS); /* asked before the map */
+	assert_refused(launch(own, m.va + 64, &t, &t), "mapped while a lookup asked");
+}
+END_TEST
+
 /* The same for a buffer mapped onto another API's memory, which its
  * cuMemFree takes back. */
 START_TEST(external_memory_where_none_was)
@@ -1367,6 +1403,7 @@ int main(void)
 	tcase_add_test(t, pool_import_where_none_was);
 	tcase_add_loop_test(t, vmm_import_where_none_was, 0, 2);
 	tcase_add_test(t, external_memory_where_none_was);
+	tcase_add_test(t, map_racing_a_lookup);
 	tcase_add_loop_test(t, graph_memory_where_none_was, 0, 2);
 	tcase_add_loop_test(t, shared_memory_ends_with_its_context, 0, 2);
 	tcase_add_test(t, external_memory_ends_with_its_context);
