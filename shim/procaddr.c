@@ -8,18 +8,21 @@
 
 #include "shim.h"
 
-/* Families whose calls, made past the hooks, leave launches unchecked: the
- * launches and graph kernel nodes themselves, the loads that name a
- * kernel's owner, and the lookup every later one goes through. */
+/* The families marked COVERAGE in hooks.def. */
 static const char *const coverage[] = {
-	"cuLaunch", "cuParamSet", "cuGraphLaunch", "cuGraphAddKernelNode", "cuGraphAddNode",
-	"cuGraphKernelNodeSetParams", "cuGraphExecKernelNodeSetParams", "cuGraphNodeSetParams",
-	"cuGraphExecNodeSetParams", "cuModule", "cuLibrary", "cuKernelGetFunction", "cuGetProcAddress"};
+#define FAMILY(fam)
+#define COVERAGE(fam) #fam,
+#define VARIANT(fam, sym)
+#include "hooks.def"
+#undef FAMILY
+#undef COVERAGE
+#undef VARIANT
+};
 
 static int loses_coverage(const char *family)
 {
 	for (size_t i = 0; i < sizeof coverage / sizeof coverage[0]; i++)
-		if (strncmp(family, coverage[i], strlen(coverage[i])) == 0)
+		if (strcmp(family, coverage[i]) == 0)
 			return 1;
 	return 0;
 }
