@@ -154,7 +154,7 @@ static CUresult encode(const struct cg_gmm_driver *drv, CUtensorMap *map, const 
  * written.  sfa by TMA (CG_GMM_ARG_SFA_TMA) as [groups, k blocks, rows] in
  * boxes of bm rows of one block (MN-major), or as [groups, rows, k blocks]
  * in boxes of bm rows of 4 blocks (row-major, CG_GMM_ARG_SFA_ROWS): masked
- * groups of max_m rows sfa_group elements apart, else one group of all
+ * groups of max_m rows (sfa_sg + max_m * sfa_sm) elements apart, else one group of all
  * rows. */
 static CUresult tensor_maps(const struct cg_gmm_driver *drv, const struct cg_gmm_problem *p, int64_t rows,
 			    const struct cg_gmm_kernel_info *k, const struct cg_gmm_args *args, CUtensorMap *ta,
@@ -173,7 +173,7 @@ static CUresult tensor_maps(const struct cg_gmm_driver *drv, const struct cg_gmm
 		const int masked = args->group_rows > 0, rows_major = (flags & CG_GMM_ARG_SFA_ROWS) != 0;
 		const cuuint64_t kb = (kk + 127) / 128, rows = masked ? (cuuint64_t)args->group_rows : m;
 		const cuuint64_t outer = rows_major ? (cuuint64_t)args->sfa_sm : (cuuint64_t)args->sfa_sk;
-		/* masked: one group's sfa to the next (enqueue's sfa_group) */
+		/* masked: one group's sfa to the next */
 		const cuuint64_t sg = masked ? (cuuint64_t)(args->sfa_sg + args->group_rows * args->sfa_sm)
 					     : (rows_major ? rows : kb) * outer;
 		const cuuint64_t s_dims[3] = {rows_major ? kb : rows, rows_major ? rows : kb, masked ? g : 1};
@@ -201,11 +201,12 @@ static CUresult tensor_maps(const struct cg_gmm_driver *drv, const struct cg_gmm
 	return encode(drv, tb, "B", type, 3, p->b, dims, strides, box);
 }
 
-/* args->flags for kernel k: what p's alignment allows it.  sfa_group:
- * elements from one masked group's sfa to the next (0 in other forms). */
+/* args->flags for kernel k: what p's alignment allows it. */
 static int arg_flags(const struct cg_gmm_problem *p, int form, const struct cg_gmm_kernel_info *k,
-		     const struct cg_gmm_args *args, int64_t sfa_group)
+		     const struct cg_gmm_args *args)
 {
+	/* masked: elements from one group's sfa to the next */
+	const int64_t sfa_group = args->group_rows ? args->sfa_sg + args->group_rows * args->sfa_sm : 0;
 	const uint64_t esz = k->fp8 ? 1 : 2;
 	const int b_row_vec = k->kn ? p->n % 8 == 0 : p->k % 8 == 0;
 	int flags = 0;
@@ -238,12 +239,12 @@ static int arg_flags(const struct cg_gmm_problem *p, int form, const struct cg_g
 /* One launch of kernel id on grid blocks, over the tiles args gives it. */
 static CUresult launch(const struct cg_gmm_driver *drv, const struct cg_gmm_module *mod, CUstream s,
 		       const struct cg_gmm_problem *p, int form, enum cg_gmm_kernel_id id, struct cg_gmm_args args,
-		       int64_t sfa_group, unsigned grid)
+		       unsigned grid)
 {
 	const struct cg_gmm_kernel_info *k = &cg_gmm_kernel_info[id];
 	if (!mod->fn[id])
 		return cg_gmm_fail(CUDA_ERROR_NOT_SUPPORTED, "grouped_mm: %s cannot run on this device", k->name);
-	args.flags = arg_flags(p, form, k, &args, sfa_group);
+	args.flags = arg_flags(p, form, k, &args);
 	const unsigned smem = cg_gmm_kernel_smem(k, form, (int)p->g);
 	CUtensorMap ta, tb, td = {{0}}, ts = {{0}};
 	void *sm90_params[] = {&ta, &tb, &td, &ts, &args};
@@ -275,11 +276,11 @@ static CUresult enqueue(const struct cg_gmm_driver *drv, CUcontext ctx, CUstream
 	const int64_t sfa_sm = use_default_sfa ? kb : p->sfa_stride_m, sfa_sk = use_default_sfa ? 1 : p->sfa_stride_k;
 	/* the kernels count A's rows across groups (masked: g * max_m + row);
 	 * the per-group term moves group g's rows onto its own sfa block */
-	int64_t sfa_sg = 0, sfa_group = 0; /* masked: elements from one group's sfa to the next */
+	int64_t sfa_sg = 0;
 	if (form == CG_GMM_FORM_MASKED) {
 		const int64_t packed = p->m * sfa_sm > kb * sfa_sk ? p->m * sfa_sm : kb * sfa_sk;
-		sfa_group = p->sfa_stride_g ? p->sfa_stride_g : packed;
-		sfa_sg = sfa_group - p->m * sfa_sm;
+		/* masked: elements from one group's sfa to the next */
+		sfa_sg = (p->sfa_stride_g ? p->sfa_stride_g : packed) - p->m * sfa_sm;
 	}
 	struct cg_gmm_args args = {
 		.a = (const void *)(uintptr_t)p->a,
@@ -325,15 +326,15 @@ static CUresult enqueue(const struct cg_gmm_driver *drv, CUcontext ctx, CUstream
 		const struct cg_gmm_kernel_info *tk = &cg_gmm_kernel_info[tail_id];
 		const int split = (CG_GMM_TAIL_BM / tk->bm) * (CG_GMM_TAIL_BN / tk->bn);
 		args.tiles = (int)(tiles - r_last);
-		if ((r = launch(drv, mod, s, p, form, id, args, sfa_group, grid)) != CUDA_SUCCESS)
+		if ((r = launch(drv, mod, s, p, form, id, args, grid)) != CUDA_SUCCESS)
 			return r;
 		struct cg_gmm_args tail = args;
 		tail.tiles = (int)(r_last * split);
 		tail.tail0 = (int)(tiles - r_last);
 		tail.tail_split = split;
-		return launch(drv, mod, s, p, form, tail_id, tail, sfa_group, (unsigned)tail.tiles);
+		return launch(drv, mod, s, p, form, tail_id, tail, (unsigned)tail.tiles);
 	}
-	return launch(drv, mod, s, p, form, id, args, sfa_group, grid);
+	return launch(drv, mod, s, p, form, id, args, grid);
 }
 
 #endif
