@@ -471,6 +471,10 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 	/* sfa floats per row in a stage's slot: a row-major box's, else 1 */
 	const int sfa_w = FP8 && (a.flags & CG_GMM_ARG_SFA_ROWS) ? CG_GMM_SFA_ROW_BOX : 1;
 
+	/* a tail launched behind this kernel (grouped_mm.c, launch) may take
+	 * each multiprocessor as this kernel's block there ends */
+	if constexpr (BM == CG_GMM_TAIL_BM)
+		asm volatile("griddepcontrol.launch_dependents;");
 	if (cg_gmm_form_has_tables(a.form))
 		build_tables<BM, C::THREADS>(a, tab);
 	if (threadIdx.x == 0) {
@@ -688,6 +692,13 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 		pend.issue_all(tmd, dbuf);
 		bulk_wait(); /* the stores read shared memory until they complete */
 	}
+	/* A tail reads only what was ready before the kernel ahead of it began
+	 * and writes other tiles of D, so it waits only here, at its end, for
+	 * that kernel to finish: whatever the stream runs next then sees all of
+	 * D.  (Without an overlapped launch the wait returns at once.) */
+	if constexpr (BM < CG_GMM_TAIL_BM)
+		if (a.tail_split)
+			asm volatile("griddepcontrol.wait;" ::: "memory");
 #else
 	(void)tma;
 	(void)tmb;

@@ -236,24 +236,39 @@ static int arg_flags(const struct cg_gmm_problem *p, int form, const struct cg_g
 	return flags;
 }
 
-/* One launch of kernel id on grid blocks, over the tiles args gives it. */
+/* One launch of kernel id on grid blocks, over the tiles args gives it.
+ * behind: a tail launch, which may start on the multiprocessors that the
+ * kernel before it in the stream leaves as its blocks end, rather than after
+ * its whole grid (programmatic stream serialization, where the driver has
+ * cuLaunchKernelEx; the kernels' griddepcontrol, gmm_sm90.cuh, keeps the
+ * order that the stream's next work sees). */
 static CUresult launch(const struct cg_gmm_driver *drv, const struct cg_gmm_module *mod, CUstream s,
 		       const struct cg_gmm_problem *p, int form, enum cg_gmm_kernel_id id, struct cg_gmm_args args,
-		       unsigned grid)
+		       unsigned grid, int behind)
 {
 	const struct cg_gmm_kernel_info *k = &cg_gmm_kernel_info[id];
 	if (!mod->fn[id])
 		return cg_gmm_fail(CUDA_ERROR_NOT_SUPPORTED, "grouped_mm: %s cannot run on this device", k->name);
 	args.flags = arg_flags(p, form, k, &args);
 	const unsigned smem = cg_gmm_kernel_smem(k, form, (int)p->g);
+	const unsigned threads = (unsigned)cg_gmm_kernel_threads(k);
 	CUtensorMap ta, tb, td = {{0}}, ts = {{0}};
 	void *sm90_params[] = {&ta, &tb, &td, &ts, &args};
 	void *sm80_params[] = {&args};
 	CUresult r;
 	if (k->sm90 && (r = tensor_maps(drv, p, args.m, k, &args, &ta, &tb, &td, &ts)) != CUDA_SUCCESS)
 		return r;
-	r = drv->cuLaunchKernel(mod->fn[id], grid, 1, 1, (unsigned)cg_gmm_kernel_threads(k), 1, 1, smem, s,
-				k->sm90 ? sm90_params : sm80_params, NULL);
+	if (behind && drv->cuLaunchKernelEx) {
+		CUlaunchAttribute overlap = {.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION};
+		overlap.value.programmaticStreamSerializationAllowed = 1;
+		const CUlaunchConfig cfg = {.gridDimX = grid, .gridDimY = 1, .gridDimZ = 1, .blockDimX = threads,
+					    .blockDimY = 1, .blockDimZ = 1, .sharedMemBytes = smem, .hStream = s,
+					    .attrs = &overlap, .numAttrs = 1};
+		r = drv->cuLaunchKernelEx(&cfg, mod->fn[id], k->sm90 ? sm90_params : sm80_params, NULL);
+	} else {
+		r = drv->cuLaunchKernel(mod->fn[id], grid, 1, 1, threads, 1, 1, smem, s,
+					k->sm90 ? sm90_params : sm80_params, NULL);
+	}
 	return r == CUDA_SUCCESS ? r : cg_gmm_fail(r, "grouped_mm: launching %s failed", k->name);
 }
 
@@ -310,31 +325,36 @@ static CUresult enqueue(const struct cg_gmm_driver *drv, CUcontext ctx, CUstream
 
 	/* The last round.  Tile t runs on block t mod sms, so T tiles take
 	 * ceil(T / sms) rounds, the last holding r = T mod sms.  Where r <=
-	 * sms / 4, the main launch stops after its full rounds and a second one
-	 * runs the r tiles as 4r tiles of 64 x 128 on 4r multiprocessors.
-	 * Measured (kernels/NOTES.md v23): DSV3 gate_up with r = 8 4% faster
-	 * fp8, 5% bf16; the 64-row kernels run at about 60% of the 128 x 256
-	 * kernels' speed and the second launch costs several us, so halves of
-	 * 64 x 256 where 2r fit were level on fp8, and tiles of 6 fp8 or 12
-	 * bf16 k-steps 3-4% and 0.7% slower: only tiles of CG_TAIL_MIN_KSTEPS
-	 * or more.  The contiguous form only: there the host knows every tile
-	 * (the others count theirs from index[] on the device). */
+	 * sms / 2, the main launch stops after its full rounds and a second one
+	 * runs the r tiles as parts on more multiprocessors: 4r of 64 x 128
+	 * where r <= sms / 4, else 2r of 64 x 256.  The second launch overlaps
+	 * the first's end (launch(), behind).  The 64-row kernels run at about
+	 * 60% of the 128 x 256 kernels' speed.  Measured (kernels/NOTES.md v23,
+	 * v24), time without the tail over time with it: DSV3 gate_up r = 8
+	 * 1.04 fp8 and bf16 (1.05 with the overlap); r = 44 and 60, in halves,
+	 * 1.02-1.035 fp8, 1.04 bf16 (1.03-1.04 and 1.04-1.05 with it); Qwen3
+	 * gate_up r = 36-60, in halves, 1.00-1.013 fp8 and 1.02 bf16 with it
+	 * (fp8 0.99-1.00 without).
+	 * Tiles of 6 fp8 or 12 bf16 k-steps were 3-4% and 0.7% slower with a
+	 * tail: only tiles of CG_TAIL_MIN_KSTEPS or more.  The contiguous form
+	 * only: there the host knows every tile (the others count theirs from
+	 * index[] on the device). */
 	const int64_t r_last = tiles % sms;
 	if (form == CG_GMM_FORM_CONTIGUOUS && k->sm90 && k->bm == CG_GMM_TAIL_BM && k->bn == CG_GMM_TAIL_BN &&
-	    tiles > sms && r_last && 4 * r_last <= sms && (p->k + k->bk - 1) / k->bk >= CG_TAIL_MIN_KSTEPS) {
-		const enum cg_gmm_kernel_id tail_id = sm90(SM90_SMALL, p);
+	    tiles > sms && r_last && 2 * r_last <= sms && (p->k + k->bk - 1) / k->bk >= CG_TAIL_MIN_KSTEPS) {
+		const enum cg_gmm_kernel_id tail_id = sm90(4 * r_last <= sms ? SM90_SMALL : SM90_SPLIT, p);
 		const struct cg_gmm_kernel_info *tk = &cg_gmm_kernel_info[tail_id];
 		const int split = (CG_GMM_TAIL_BM / tk->bm) * (CG_GMM_TAIL_BN / tk->bn);
 		args.tiles = (int)(tiles - r_last);
-		if ((r = launch(drv, mod, s, p, form, id, args, grid)) != CUDA_SUCCESS)
+		if ((r = launch(drv, mod, s, p, form, id, args, grid, 0)) != CUDA_SUCCESS)
 			return r;
 		struct cg_gmm_args tail = args;
 		tail.tiles = (int)(r_last * split);
 		tail.tail0 = (int)(tiles - r_last);
 		tail.tail_split = split;
-		return launch(drv, mod, s, p, form, tail_id, tail, (unsigned)tail.tiles);
+		return launch(drv, mod, s, p, form, tail_id, tail, (unsigned)tail.tiles, 1);
 	}
-	return launch(drv, mod, s, p, form, id, args, grid);
+	return launch(drv, mod, s, p, form, id, args, grid, 0);
 }
 
 #endif

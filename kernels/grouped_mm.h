@@ -103,8 +103,11 @@ struct cg_gmm_problem {
 
 /* Entry points used when the driver has them, else left NULL: cuFuncLoad
  * (CUDA 12.4) loads a lazily loaded kernel now rather than at its first
- * launch. */
-#define CG_GMM_DRIVER_OPTIONAL(X) X(cuFuncLoad, (CUfunction))
+ * launch; cuLaunchKernelEx (CUDA 11.8) lets a launch overlap the end of the
+ * kernel before it (grouped_mm.c, launch). */
+#define CG_GMM_DRIVER_OPTIONAL(X)   \
+	X(cuFuncLoad, (CUfunction)) \
+	X(cuLaunchKernelEx, (const CUlaunchConfig *, CUfunction, void **, void **))
 
 struct cg_gmm_driver {
 #define CG_GMM_DRIVER_MEMBER(name, params) CUresult (*name) params;

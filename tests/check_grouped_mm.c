@@ -329,34 +329,43 @@ START_TEST(sfa_by_tma)
 END_TEST
 
 /* The last round of the prefill kernels' tiles (T tiles, 132 a round on
- * the fake H200): run by a second launch as 64 x 128 parts where it leaves
- * three quarters of the grid or more idle and a tile has 16 k-steps or more,
- * in the contiguous form, the only one whose tiles the host can count. */
+ * the fake H200): run by a second launch, overlapping the first's end, where
+ * it leaves half the grid or more idle and a tile has 16 k-steps or more, in
+ * the contiguous form, the only one whose tiles the host can count: as 4r
+ * parts of 64 x 128 where r <= 33, else as 2r of 64 x 256. */
 static const struct tail_choice {
 	const char *what;
 	int form, dtype, b_layout;
 	int64_t m, n, k, g;
 	const char *main, *tail; /* tail NULL: one launch */
-	int tail0;
+	int tail0, split;
 } tail_choices[] = {
     {"T = 83 x 16 = 1328, r = 8", CG_GMM_FORM_CONTIGUOUS, CG_GMM_FP8_E4M3, CG_GMM_B_NK, 83 * 128, 4096, 7168, 32,
-     "cg_gmm_sm90_fp8_nk_large", "cg_gmm_sm90_fp8_nk_small", 1320},
+     "cg_gmm_sm90_fp8_nk_large", "cg_gmm_sm90_fp8_nk_small", 1320, 4},
     {"T = 83 x 16 = 1328, r = 8, B [G, K, N]", CG_GMM_FORM_CONTIGUOUS, CG_GMM_BF16, CG_GMM_B_KN, 83 * 128, 4096,
-     7168, 32, "cg_gmm_sm90_bf16_kn_large", "cg_gmm_sm90_bf16_kn_small", 1320},
+     7168, 32, "cg_gmm_sm90_bf16_kn_large", "cg_gmm_sm90_bf16_kn_small", 1320, 4},
     {"T = 21 x 7 = 147 (N = 1664), r = 15", CG_GMM_FORM_CONTIGUOUS, CG_GMM_BF16, CG_GMM_B_NK, 21 * 128, 1664, 1024,
-     4, "cg_gmm_sm90_bf16_nk_large", "cg_gmm_sm90_bf16_nk_small", 132},
-    {"T = 85 x 16 = 1360, r = 40: more than a quarter round", CG_GMM_FORM_CONTIGUOUS, CG_GMM_BF16, CG_GMM_B_NK,
-     85 * 128, 4096, 7168, 32, "cg_gmm_sm90_bf16_nk_large", NULL, 0},
+     4, "cg_gmm_sm90_bf16_nk_large", "cg_gmm_sm90_bf16_nk_small", 132, 4},
+    {"T = 33 x 5 = 165 (N = 1280), r = 33: a quarter round", CG_GMM_FORM_CONTIGUOUS, CG_GMM_FP8_E4M3, CG_GMM_B_NK,
+     33 * 128, 1280, 2048, 8, "cg_gmm_sm90_fp8_nk_large", "cg_gmm_sm90_fp8_nk_small", 132, 4},
+    {"T = 86 x 5 = 430 (N = 1280), r = 34: halves", CG_GMM_FORM_CONTIGUOUS, CG_GMM_BF16, CG_GMM_B_NK, 86 * 128,
+     1280, 1024, 16, "cg_gmm_sm90_bf16_nk_large", "cg_gmm_sm90_bf16_nk_split", 396, 2},
+    {"T = 85 x 16 = 1360, r = 40: halves", CG_GMM_FORM_CONTIGUOUS, CG_GMM_BF16, CG_GMM_B_NK, 85 * 128, 4096, 7168,
+     32, "cg_gmm_sm90_bf16_nk_large", "cg_gmm_sm90_bf16_nk_split", 1320, 2},
+    {"T = 33 x 6 = 198 (N = 1536), r = 66: halves", CG_GMM_FORM_CONTIGUOUS, CG_GMM_FP8_E4M3, CG_GMM_B_NK, 33 * 128,
+     1536, 2048, 8, "cg_gmm_sm90_fp8_nk_large", "cg_gmm_sm90_fp8_nk_split", 132, 2},
+    {"T = 87 x 16 = 1392, r = 72: more than half a round", CG_GMM_FORM_CONTIGUOUS, CG_GMM_BF16, CG_GMM_B_NK,
+     87 * 128, 4096, 7168, 32, "cg_gmm_sm90_bf16_nk_large", NULL, 0, 0},
     {"r = 8, but K = 768: 6 fp8 k-steps", CG_GMM_FORM_CONTIGUOUS, CG_GMM_FP8_E4M3, CG_GMM_B_NK, 83 * 128, 4096, 768,
-     32, "cg_gmm_sm90_fp8_nk_large", NULL, 0},
+     32, "cg_gmm_sm90_fp8_nk_large", NULL, 0, 0},
     {"r = 15, but K = 960: 15 bf16 k-steps", CG_GMM_FORM_CONTIGUOUS, CG_GMM_BF16, CG_GMM_B_NK, 21 * 128, 1664, 960,
-     4, "cg_gmm_sm90_bf16_nk_large", NULL, 0},
+     4, "cg_gmm_sm90_bf16_nk_large", NULL, 0, 0},
     {"T = 33 x 16 = 528, whole rounds", CG_GMM_FORM_CONTIGUOUS, CG_GMM_FP8_E4M3, CG_GMM_B_NK, 33 * 128, 4096, 7168,
-     32, "cg_gmm_sm90_fp8_nk_large", NULL, 0},
+     32, "cg_gmm_sm90_fp8_nk_large", NULL, 0, 0},
     {"T = 7 x 16 = 112, under a round", CG_GMM_FORM_CONTIGUOUS, CG_GMM_FP8_E4M3, CG_GMM_B_NK, 7 * 128, 4096, 7168,
-     4, "cg_gmm_sm90_fp8_nk_large", NULL, 0},
+     4, "cg_gmm_sm90_fp8_nk_large", NULL, 0, 0},
     {"psum: tiles counted on the device", CG_GMM_FORM_PSUM, CG_GMM_FP8_E4M3, CG_GMM_B_NK, 83 * 128, 4096, 7168, 32,
-     "cg_gmm_sm90_fp8_nk_large", NULL, 0},
+     "cg_gmm_sm90_fp8_nk_large", NULL, 0, 0},
 };
 
 START_TEST(last_round)
@@ -371,12 +380,17 @@ START_TEST(last_round)
 	static struct fake_call trace[64];
 	const size_t n = fake_trace(trace, 64);
 	const char *launched[3] = {NULL, NULL, NULL};
+	int behind[3] = {0, 0, 0};
 	size_t launches = 0;
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		if (!strcmp(trace[i].api, "launch") && launches < 3)
 			launched[launches++] = trace[i].kernel;
+		if (!strcmp(trace[i].api, "programmatic") && launches)
+			behind[launches - 1] = 1;
+	}
 	ck_assert_uint_eq(launches, c->tail ? 2 : 1);
 	ck_assert_msg(!strcmp(launched[0], c->main), "%s: ran %s first, expected %s", c->what, launched[0], c->main);
+	ck_assert_msg(!behind[0], "%s: the main launch may overlap the work before it", c->what);
 	struct cg_gmm_args args;
 	memcpy(&args, ran.args + ran.argbytes - sizeof args, sizeof args);
 	if (!c->tail) {
@@ -385,10 +399,11 @@ START_TEST(last_round)
 		return;
 	}
 	ck_assert_msg(!strcmp(launched[1], c->tail), "%s: ran %s second, expected %s", c->what, launched[1], c->tail);
+	ck_assert_msg(behind[1], "%s: the tail was not launched to overlap the main launch's end", c->what);
 	ck_assert_int_eq(args.tail0, c->tail0);
-	ck_assert_int_eq(args.tail_split, 4);
+	ck_assert_int_eq(args.tail_split, c->split);
 	const int64_t total = (c->m + 127) / 128 * ((c->n + 255) / 256);
-	ck_assert_int_eq(args.tiles, (total - c->tail0) * 4);
+	ck_assert_int_eq(args.tiles, (total - c->tail0) * c->split);
 }
 END_TEST
 

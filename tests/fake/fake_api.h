@@ -126,9 +126,10 @@ int fake_tensor_map_address(const CUtensorMap *map, CUdeviceptr *addr);
 
 /* One driver call that orders work (cuEventCreate, cuEventRecord,
  * cuEventSynchronize, cuStreamWaitEvent, cuStreamCreate,
- * cuStreamSynchronize, a kernel that ran): ctx is the event's (create,
- * record, event synchronize) or the stream's (wait, stream create, stream
- * synchronize, launch) context;
+ * cuStreamSynchronize, a kernel that ran: "launch", then "programmatic"
+ * where cuLaunchKernelEx let it overlap the kernel before it): ctx is the
+ * event's (create, record, event synchronize) or the stream's (wait, stream
+ * create, stream synchronize, launch) context;
  * stream the stream it was made on; object the event or created stream;
  * kernel the launched kernel's name. */
 struct fake_call {

@@ -196,7 +196,7 @@ static CUresult launch_ex(const CUlaunchConfig *config, CUfunction f, void **ker
 		config->sharedMemBytes,
 		{0, 0, 0},
 	};
-	bool cooperative = false;
+	bool cooperative = false, programmatic = false;
 	for (unsigned i = 0; i < config->numAttrs; i++) {
 		const CUlaunchAttribute *a = &config->attrs[i];
 		if (a->id < 0 || a->id >= CU_LAUNCH_ATTRIBUTE_MAX)
@@ -207,11 +207,16 @@ static CUresult launch_ex(const CUlaunchConfig *config, CUfunction f, void **ker
 			d.cluster[2] = a->value.clusterDim.z;
 		} else if (a->id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE) {
 			cooperative = a->value.cooperative != 0;
+		} else if (a->id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION) {
+			programmatic = a->value.programmaticStreamSerializationAllowed != 0;
 		}
-		/* Other attributes (programmatic stream serialization, priority...) only affect
-		 * scheduling, which the fake does not model. */
+		/* Other attributes (priority...) only affect scheduling, which the fake
+		 * does not model; an overlap allowed is only traced. */
 	}
-	return fake_launch(f, &d, config->hStream, kernelParams, extra, cooperative);
+	const CUresult rc = fake_launch(f, &d, config->hStream, kernelParams, extra, cooperative);
+	if (rc == CUDA_SUCCESS && programmatic)
+		fake_trace_note("programmatic", NULL, config->hStream, f, NULL);
+	return rc;
 }
 
 /* Legacy and per-thread (_ptsz) variants behave alike: see fake_stream_ctx. */

@@ -104,14 +104,18 @@ class Case:
     TMA-aligned sfa; sfa_group_pad: masked only, extra elements between
     groups' sfa blocks, passed as an explicit sfa_stride_g (None: 0, the
     packed default); sfa_row_pad: not masked, row-major sfa rows that many
-    NaN elements longer than their blocks, passed as sfa_stride_m."""
+    NaN elements longer than their blocks, passed as sfa_stride_m; graph:
+    the call captured in a CUDA graph after a first call, D poisoned again,
+    the graph replayed (a tail launch overlapping its main kernel's end
+    becomes a programmatic edge)."""
 
     def __init__(self, name, form, dtype, b_layout, sizes, k, n, misalign=False, sfa_mn_major=False,
-                 max_m=0, sfa_group_pad=None, sfa_row_pad=0):
+                 max_m=0, sfa_group_pad=None, sfa_row_pad=0, graph=False):
         self.name, self.form, self.dtype, self.b_layout = name, form, dtype, b_layout
         self.sizes, self.k, self.n = sizes, k, n
         self.misalign, self.sfa_mn_major = misalign, sfa_mn_major
         self.max_m, self.sfa_group_pad, self.sfa_row_pad = max_m, sfa_group_pad, sfa_row_pad
+        self.graph = graph
 
 
 def align(x, to):
@@ -213,6 +217,14 @@ def run_case(lib, case, flags):
         d = d.view(m, n)
     call(lib, case.form, case.dtype, case.b_layout, flags, a, b, d, index, sfa, sfb, strides, call_m, n, k, g)
     torch.cuda.synchronize()
+    if case.graph:
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            call(lib, case.form, case.dtype, case.b_layout, flags, a, b, d, index, sfa, sfb, strides, call_m, n, k,
+                 g)
+        d.view(torch.int16).fill_(POISON)
+        graph.replay()
+        torch.cuda.synchronize()
 
     out = d.double()
     num = den = 0.0
@@ -283,12 +295,18 @@ def cases():
                  bl, ragged(rng, 32, 0, 64, 7), 1024, 1200, max_m=64),
             Case("bf16 contiguous G=64 decode 0..40 rows K=512 N=1100 " + bname, "contiguous", BF16, bl,
                  ragged(rng, 64, 0, 40, 9), 512, 1100),
-            # 128 x 256 tiles whose last round (T mod 132 <= 33; 16 k-steps or more) a second launch
-            # runs as 64 x 128 parts: T = 28 x 5 = 140, r = 8; T = 21 x 7 = 147, r = 15
+            # 128 x 256 tiles whose last round (T mod 132 = r <= 66; 16 k-steps or more) a second launch
+            # runs, overlapping the first's end, as 64 x 128 parts where r <= 33: T = 28 x 5 = 140, r = 8;
+            # T = 21 x 7 = 147, r = 15; else as 64 x 256 halves: T = 36 x 5 = 180, r = 48; T = 25 x 7 =
+            # 175, r = 43
             Case("bf16 contiguous last round in 64 x 128 parts K=1024 N=1100 " + bname, "contiguous", BF16, bl,
                  [1000, 0, 1, 2300], 1024, 1100),
             Case("bf16 contiguous last round in 64 x 128 parts K=1088 N=1664 " + bname, "contiguous", BF16, bl,
                  [1000, 1, 0, 1300], 1088, 1664),
+            Case("bf16 contiguous last round in 64 x 256 halves K=1024 N=1100 " + bname, "contiguous", BF16, bl,
+                 [1500, 0, 1, 2700], 1024, 1100),
+            Case("bf16 contiguous last round in 64 x 256 halves K=1088 N=1664 " + bname, "contiguous", BF16, bl,
+                 [1000, 1, 0, 1900], 1088, 1664),
         ]
     out += [
         Case("fp8 offs G=8 ragged+empty K=640 N=384", "offs", FP8, NK, ragged(rng, 8, 0, 300, 3), 640, 384),
@@ -348,6 +366,17 @@ def cases():
              NK, [1000, 0, 1, 2300], 2048, 1100),
         Case("fp8 contiguous last round in 64 x 128 parts K=2048 N=1664 sfa MN-major", "contiguous", FP8, NK,
              [1000, 1, 0, 1300], 2048, 1664, sfa_mn_major=True),
+        Case("fp8 contiguous last round in 64 x 256 halves K=2176 N=1100", "contiguous", FP8, NK,
+             [1500, 0, 1, 2700], 2176, 1100),
+        Case("fp8 contiguous last round in 64 x 256 halves K=2048 N=1100 sfa row-major by TMA", "contiguous",
+             FP8, NK, [1500, 0, 1, 2700], 2048, 1100),
+        Case("fp8 contiguous last round in 64 x 256 halves K=2048 N=1664 sfa MN-major", "contiguous", FP8, NK,
+             [1000, 1, 0, 1900], 2048, 1664, sfa_mn_major=True),
+        # the same, captured in a CUDA graph and replayed
+        Case("fp8 contiguous last round in 64 x 256 halves K=2048 N=1100, CUDA graph", "contiguous", FP8, NK,
+             [1500, 0, 1, 2700], 2048, 1100, graph=True),
+        Case("fp8 contiguous last round in 64 x 128 parts K=2048 N=1664 sfa MN-major, CUDA graph", "contiguous",
+             FP8, NK, [1000, 1, 0, 1300], 2048, 1664, sfa_mn_major=True, graph=True),
     ]
     return out
 
