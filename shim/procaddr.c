@@ -30,12 +30,11 @@ static int loses_coverage(const char *family)
 /* A hooked family whose pointer is no libcuda export we know would escape
  * checking: say so once per family instead of ignoring it.  Where that
  * loses launch checks, also fail `ctxguard --audit`, as calls passed
- * unchecked at start-up do.  Others do not: the real driver answers
- * PyTorch's lookups of cuDevicePrimaryCtxRelease and cuDevicePrimaryCtxReset
- * for CUDA 7.0 with functions it does not export (measured, libcuda of CUDA
- * 13.0 on an H200), so failing on every hooked family would fail every job.
- * A lookup of a name ctxguard does not hook is left as the driver answered
- * it: no wrapper was lost, and nothing is said. */
+ * unchecked at start-up do.  Others do not: a variant a newer driver adds
+ * to a family ctxguard hooks for its bookkeeping would otherwise fail every
+ * job that looks it up until ctxguard lists it.  A lookup of a name
+ * ctxguard does not hook is left as the driver answered it: no wrapper was
+ * lost, and nothing is said. */
 static void unmapped(const char *symbol, int version, cuuint64_t flags, void *p)
 {
 	static _Atomic unsigned char said[CG_NVARIANTS];

@@ -323,8 +323,7 @@ END_TEST
  * --audit: a module loaded through cuModuleLoadData's is never tracked, so
  * a crossing of its kernels would pass.  One that ctxguard hooks for
  * another reason (cuGetErrorString, the error action's message) is said
- * but passes, as the real driver's unexported cuDevicePrimaryCtxRelease
- * must; one that ctxguard does not hook (cuGetErrorName) loses no
+ * but passes; one that ctxguard does not hook (cuGetErrorName) loses no
  * wrapper: nothing is said. */
 START_TEST(audit_fails_on_unmapped_hooked_entry_points)
 {

@@ -267,11 +267,14 @@ END_TEST
 /* A context's end frees its memory, no free called: the verdict on an
  * address follows the memory, refused while it lives, let through once
  * the driver took it.  The ends (_i / 4): cuCtxDestroy of a context of
- * its own, device 1's primary reset, its last release; the allocation
- * paths (_i % 4): every_allocation_path's first four (VMM memory is no
- * context's; external and graph memory have tests of their own). */
-static const char *const ends[] = {"cuCtxDestroy", "cuDevicePrimaryCtxReset",
-				   "cuDevicePrimaryCtxRelease"};
+ * its own, device 1's primary reset, its last release, and those two
+ * through the CUDA 7.0 variants that cuGetProcAddress hands a caller
+ * asking for that version (PyTorch does); the allocation paths (_i % 4):
+ * every_allocation_path's first four (VMM memory is no context's;
+ * external and graph memory have tests of their own). */
+static const char *const ends[] = {"cuCtxDestroy", "cuDevicePrimaryCtxReset", "cuDevicePrimaryCtxRelease",
+				   "cuDevicePrimaryCtxReset for CUDA 7.0",
+				   "cuDevicePrimaryCtxRelease for CUDA 7.0"};
 
 START_TEST(context_end_takes_its_allocations)
 {
@@ -288,12 +291,19 @@ START_TEST(context_end_takes_its_allocations)
 	size_t size;
 	CUdeviceptr p = alloc_by(how, &size);
 	assert_refused(launch(own, p + 64, &t, &t), alloc_names[how]);
-	if (end == 0)
+	if (end == 0) {
 		ck_assert_int_eq(cuCtxDestroy(ctx[1]), CUDA_SUCCESS);
-	else if (end == 1)
+	} else if (end == 1) {
 		ck_assert_int_eq(cuDevicePrimaryCtxReset(d1), CUDA_SUCCESS);
-	else
+	} else if (end == 2) {
 		ck_assert_int_eq(cuDevicePrimaryCtxRelease(d1), CUDA_SUCCESS);
+	} else {
+		CUresult (*fn)(CUdevice) = NULL;
+		ck_assert_int_eq(cuGetProcAddress(end == 3 ? "cuDevicePrimaryCtxReset" : "cuDevicePrimaryCtxRelease",
+						  (void **)&fn, 7000, 0, NULL),
+				 CUDA_SUCCESS);
+		ck_assert_int_eq(fn(d1), CUDA_SUCCESS);
+	}
 	CUresult rc = launch(own, p + 64, &t, &t);
 	if (cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p) == CUDA_SUCCESS)
 		assert_refused(rc, ends[end]);
@@ -1391,7 +1401,7 @@ int main(void)
 	TCase *t = tcase_create("operands");
 	tcase_set_timeout(t, 60);
 	tcase_add_loop_test(t, every_allocation_path, 0, 7);
-	tcase_add_loop_test(t, context_end_takes_its_allocations, 0, 12);
+	tcase_add_loop_test(t, context_end_takes_its_allocations, 0, 20);
 	tcase_add_test(t, memory_every_device_reaches);
 	tcase_add_loop_test(t, every_tensor_map_encoder, 0, 4);
 	tcase_add_loop_test(t, both_parameter_forms, 0, 3);

@@ -359,6 +359,18 @@ CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice dev)
 	return fake_leave(CUDA_SUCCESS);
 }
 
+/* The CUDA 7.0 variants, exported still and handed out by cuGetProcAddress
+ * for that version (PyTorch asks for it): the same here. */
+CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev)
+{
+	return cuDevicePrimaryCtxRelease_v2(dev);
+}
+
+CUresult CUDAAPI cuDevicePrimaryCtxReset(CUdevice dev)
+{
+	return cuDevicePrimaryCtxReset_v2(dev);
+}
+
 CUresult CUDAAPI cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
 {
 	FAKE_ENTER();
