@@ -12,7 +12,7 @@ KERNELS_NVCCFLAGS="-std=c++17 -O3 --threads 0 -Xptxas -warn-spills -DV"
 build-v/libctxguard.so).
 
 Each NAME=PATH is one build (a libctxguard.so or libcg_gmm.so; the first is
-the reference).  For every problem of bench/bench_grouped_mm.py (its shapes,
+the reference; four libctxguard.so fit in one process, see load_builds).  For every problem of bench/bench_grouped_mm.py (its shapes,
 routings and masked decode, the same data generators) all builds and
 DeepGEMM, where it takes the problem (contiguous and masked forms) and
 `import deep_gemm` works ($DEEPGEMM_PATH), take turns call by call with the
@@ -51,7 +51,15 @@ def load_builds(specs):
         if not os.path.exists(path):
             sys.exit("%s: no such library" % path)
         os.environ["CG_GMM_LIB"] = os.path.abspath(path)  # load_lib's first choice
-        builds.append((name, load_lib()[0]))
+        try:
+            builds.append((name, load_lib()[0]))
+        except OSError as exc:
+            # the shim's thread-locals are initial-exec: each copy of
+            # libctxguard.so loaded late takes glibc's static TLS reserve,
+            # which four copies fit and five did not (an H200 run)
+            if "static TLS" in str(exc):
+                sys.exit("%s: %s\nload fewer builds in one run (four fit)" % (path, exc))
+            raise
     if len({n for n, _ in builds}) != len(builds):
         sys.exit("build names must differ")
     return builds
