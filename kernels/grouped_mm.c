@@ -240,8 +240,8 @@ static int arg_flags(const struct cg_gmm_problem *p, int form, const struct cg_g
  * behind: a tail launch, which may start on the multiprocessors that the
  * kernel before it in the stream leaves as its blocks end, rather than after
  * its whole grid (programmatic stream serialization, where the driver has
- * cuLaunchKernelEx; the kernels' griddepcontrol, gmm_sm90.cuh, keeps the
- * order that the stream's next work sees). */
+ * cuLaunchKernelEx and takes it; the kernels' griddepcontrol, gmm_sm90.cuh,
+ * keeps the order that the stream's next work sees). */
 static CUresult launch(const struct cg_gmm_driver *drv, const struct cg_gmm_module *mod, CUstream s,
 		       const struct cg_gmm_problem *p, int form, enum cg_gmm_kernel_id id, struct cg_gmm_args args,
 		       unsigned grid, int behind)
@@ -264,11 +264,14 @@ static CUresult launch(const struct cg_gmm_driver *drv, const struct cg_gmm_modu
 		const CUlaunchConfig cfg = {.gridDimX = grid, .gridDimY = 1, .gridDimZ = 1, .blockDimX = threads,
 					    .blockDimY = 1, .blockDimZ = 1, .sharedMemBytes = smem, .hStream = s,
 					    .attrs = &overlap, .numAttrs = 1};
-		r = drv->cuLaunchKernelEx(&cfg, mod->fn[id], k->sm90 ? sm90_params : sm80_params, NULL);
-	} else {
-		r = drv->cuLaunchKernel(mod->fn[id], grid, 1, 1, threads, 1, 1, smem, s,
-					k->sm90 ? sm90_params : sm80_params, NULL);
+		if (drv->cuLaunchKernelEx(&cfg, mod->fn[id], k->sm90 ? sm90_params : sm80_params, NULL) ==
+		    CUDA_SUCCESS)
+			return CUDA_SUCCESS;
+		/* the overlap refused (a driver without it, or one that cannot
+		 * capture it in a graph): the plain launch below, in order */
 	}
+	r = drv->cuLaunchKernel(mod->fn[id], grid, 1, 1, threads, 1, 1, smem, s, k->sm90 ? sm90_params : sm80_params,
+				NULL);
 	return r == CUDA_SUCCESS ? r : cg_gmm_fail(r, "grouped_mm: launching %s failed", k->name);
 }
 

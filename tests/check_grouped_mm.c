@@ -184,6 +184,10 @@ static CUcontext device0_current(void)
  * (*sfa set to that address), sfa strides (m, k, g) as the ctypes API takes
  * them.  Returns whether it launched (false in a build without kernels),
  * the launch in *ran. */
+/* launch_one: where set, the next call of this entry point fails with
+ * CUDA_ERROR_NOT_SUPPORTED */
+static const char *refuse;
+
 static int launch_one(const char *what, int form, int dtype, int b_layout, unsigned flags, const int64_t strides[3],
 		      uint64_t sfa_offset, int64_t m, int64_t n, int64_t k, int64_t g, struct fake_launch_info *ran,
 		      CUdeviceptr *sfa)
@@ -198,6 +202,8 @@ static int launch_one(const char *what, int form, int dtype, int b_layout, unsig
 	ck_assert_int_eq(cuMemAlloc(&sfb, 1 << 24), CUDA_SUCCESS);
 	*sfa += sfa_offset;
 	fake_reset();
+	if (refuse)
+		fake_fail_next(refuse, CUDA_ERROR_NOT_SUPPORTED);
 	const int rc = form == CG_GMM_FORM_MASKED
 			   ? masked(0, dtype, b_layout, flags, a, b, d, index, *sfa, sfb, strides[0], strides[1],
 				    strides[2], m, n, k, g)
@@ -332,7 +338,9 @@ END_TEST
  * the fake H200): run by a second launch, overlapping the first's end, where
  * it leaves half the grid or more idle and a tile has 16 k-steps or more, in
  * the contiguous form, the only one whose tiles the host can count: as 4r
- * parts of 64 x 128 where r <= 33, else as 2r of 64 x 256. */
+ * parts of 64 x 128 where r <= 33, else as 2r of 64 x 256.  Each choice
+ * twice: the second time the driver refuses the overlap, and the tail runs
+ * all the same, launched plainly after the main launch. */
 static const struct tail_choice {
 	const char *what;
 	int form, dtype, b_layout;
@@ -368,14 +376,21 @@ static const struct tail_choice {
      "cg_gmm_sm90_fp8_nk_large", NULL, 0, 0},
 };
 
+#define TAIL_CHOICES ((int)(sizeof tail_choices / sizeof tail_choices[0]))
+
 START_TEST(last_round)
 {
-	const struct tail_choice *c = &tail_choices[_i];
+	const struct tail_choice *c = &tail_choices[_i % TAIL_CHOICES];
+	const int refused = _i >= TAIL_CHOICES;
 	static const int64_t row_major[3] = {0, 0, 0};
 	struct fake_launch_info ran;
 	CUdeviceptr sfa;
 	fake_trace_start();
-	if (!launch_one(c->what, c->form, c->dtype, c->b_layout, 0, row_major, 0, c->m, c->n, c->k, c->g, &ran, &sfa))
+	refuse = refused ? "cuLaunchKernelEx" : NULL;
+	const int launched_any =
+		launch_one(c->what, c->form, c->dtype, c->b_layout, 0, row_major, 0, c->m, c->n, c->k, c->g, &ran, &sfa);
+	refuse = NULL;
+	if (!launched_any)
 		return; /* no kernels in this build */
 	static struct fake_call trace[64];
 	const size_t n = fake_trace(trace, 64);
@@ -399,7 +414,8 @@ START_TEST(last_round)
 		return;
 	}
 	ck_assert_msg(!strcmp(launched[1], c->tail), "%s: ran %s second, expected %s", c->what, launched[1], c->tail);
-	ck_assert_msg(behind[1], "%s: the tail was not launched to overlap the main launch's end", c->what);
+	ck_assert_msg(behind[1] == !refused, "%s: the tail was %s to overlap the main launch's end", c->what,
+		      refused ? "launched, refused," : "not launched");
 	ck_assert_int_eq(args.tail0, c->tail0);
 	ck_assert_int_eq(args.tail_split, c->split);
 	const int64_t total = (c->m + 127) / 128 * ((c->n + 255) / 256);
@@ -489,7 +505,7 @@ int main(void)
 	tcase_add_checked_fixture(k, setup, NULL);
 	tcase_add_loop_test(k, kernel_by_shape, 0, sizeof choices / sizeof choices[0]);
 	tcase_add_loop_test(k, sfa_by_tma, 0, sizeof sfa_choices / sizeof sfa_choices[0]);
-	tcase_add_loop_test(k, last_round, 0, sizeof tail_choices / sizeof tail_choices[0]);
+	tcase_add_loop_test(k, last_round, 0, 2 * TAIL_CHOICES);
 	tcase_add_test(k, default_stream_without_context);
 	tcase_add_test(k, failed_load_is_kept_not_unloaded);
 	suite_add_tcase(s, k);
