@@ -147,6 +147,13 @@ static CUresult encode(const struct cg_gmm_driver *drv, CUtensorMap *map, const 
 	return r == CUDA_SUCCESS ? r : cg_gmm_fail(r, "grouped_mm: cuTensorMapEncodeTiled(%s) failed", what);
 }
 
+/* Masked: elements from one group's sfa to the next (the kernels count A's
+ * rows across groups, sfa_sg moving each onto its own block); else 0. */
+static int64_t sfa_group(const struct cg_gmm_args *args)
+{
+	return args->group_rows ? args->sfa_sg + args->group_rows * args->sfa_sm : 0;
+}
+
 /* A [rows, k] in (CG_GMM_A_BOX_ROWS x bk) boxes; B [g, n, k] in (bn x bk)
  * boxes or [g, k, n] in (bk x 64) boxes; out-of-range rows and channels
  * read as zeros.  D [rows, n] in 64 x 64 boxes where the epilogue stores
@@ -154,7 +161,7 @@ static CUresult encode(const struct cg_gmm_driver *drv, CUtensorMap *map, const 
  * written.  sfa by TMA (CG_GMM_ARG_SFA_TMA) as [groups, k blocks, rows] in
  * boxes of bm rows of one block (MN-major), or as [groups, rows, k blocks]
  * in boxes of bm rows of 4 blocks (row-major, CG_GMM_ARG_SFA_ROWS): masked
- * groups of max_m rows (sfa_sg + max_m * sfa_sm) elements apart, else one group of all
+ * groups of max_m rows sfa_group() elements apart, else one group of all
  * rows. */
 static CUresult tensor_maps(const struct cg_gmm_driver *drv, const struct cg_gmm_problem *p, int64_t rows,
 			    const struct cg_gmm_kernel_info *k, const struct cg_gmm_args *args, CUtensorMap *ta,
@@ -173,9 +180,7 @@ static CUresult tensor_maps(const struct cg_gmm_driver *drv, const struct cg_gmm
 		const int masked = args->group_rows > 0, rows_major = (flags & CG_GMM_ARG_SFA_ROWS) != 0;
 		const cuuint64_t kb = (kk + 127) / 128, rows = masked ? (cuuint64_t)args->group_rows : m;
 		const cuuint64_t outer = rows_major ? (cuuint64_t)args->sfa_sm : (cuuint64_t)args->sfa_sk;
-		/* masked: one group's sfa to the next */
-		const cuuint64_t sg = masked ? (cuuint64_t)(args->sfa_sg + args->group_rows * args->sfa_sm)
-					     : (rows_major ? rows : kb) * outer;
+		const cuuint64_t sg = masked ? (cuuint64_t)sfa_group(args) : (rows_major ? rows : kb) * outer;
 		const cuuint64_t s_dims[3] = {rows_major ? kb : rows, rows_major ? rows : kb, masked ? g : 1};
 		const cuuint64_t s_strides[2] = {outer * 4, sg * 4};
 		const cuuint32_t s_box[3] = {rows_major ? CG_GMM_SFA_ROW_BOX : (cuuint32_t)k->bm,
@@ -205,8 +210,6 @@ static CUresult tensor_maps(const struct cg_gmm_driver *drv, const struct cg_gmm
 static int arg_flags(const struct cg_gmm_problem *p, int form, const struct cg_gmm_kernel_info *k,
 		     const struct cg_gmm_args *args)
 {
-	/* masked: elements from one group's sfa to the next */
-	const int64_t sfa_group = args->group_rows ? args->sfa_sg + args->group_rows * args->sfa_sm : 0;
 	const uint64_t esz = k->fp8 ? 1 : 2;
 	const int b_row_vec = k->kn ? p->n % 8 == 0 : p->k % 8 == 0;
 	int flags = 0;
@@ -227,7 +230,7 @@ static int arg_flags(const struct cg_gmm_problem *p, int form, const struct cg_g
 	 * box faults, an illegal instruction).  Row-major (k blocks contiguous):
 	 * boxes of 4 blocks from a multiple of 4, any row.  Measured: 1-7%
 	 * faster fp8 prefill than the scale warp's copies (either layout). */
-	if (k->fp8 && k->sm90 && aligned(p->sfa, 16) && sfa_group % 4 == 0) {
+	if (k->fp8 && k->sm90 && aligned(p->sfa, 16) && sfa_group(args) % 4 == 0) {
 		if (form != CG_GMM_FORM_OFFS && args->sfa_sm == 1 && args->sfa_sk % 4 == 0)
 			flags |= CG_GMM_ARG_SFA_TMA;
 		else if (args->sfa_sk == 1 && args->sfa_sm % 4 == 0)

@@ -8,11 +8,7 @@ static struct fake_pool event_pool = FAKE_POOL_INIT(struct CUevent_st);
 
 void fake_event_drop_ctx(CUcontext ctx)
 {
-	for (size_t i = 0; i < event_pool.nall; i++) {
-		CUevent e = event_pool.all[i];
-		if (e->h.live && e->ctx == ctx)
-			fake_pool_give(&event_pool, e);
-	}
+	fake_pool_give_ctx(&event_pool, offsetof(struct CUevent_st, ctx), ctx);
 }
 
 CUresult CUDAAPI cuEventCreate(CUevent *phEvent, unsigned int Flags)
@@ -38,10 +34,7 @@ CUresult CUDAAPI cuEventCreate(CUevent *phEvent, unsigned int Flags)
 CUresult CUDAAPI cuEventDestroy_v2(CUevent hEvent)
 {
 	FAKE_ENTER();
-	if (!fake_pool_live(&event_pool, hEvent))
-		return fake_leave(CUDA_ERROR_INVALID_HANDLE);
-	fake_pool_give(&event_pool, hEvent);
-	return fake_leave(CUDA_SUCCESS);
+	return fake_leave(fake_pool_destroy(&event_pool, hEvent));
 }
 
 static CUresult event_record(CUevent e, CUstream s)

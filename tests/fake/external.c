@@ -20,11 +20,7 @@ static struct fake_pool extmem_pool = FAKE_POOL_INIT(struct CUextMemory_st);
 
 void fake_extmem_drop_ctx(CUcontext ctx)
 {
-	for (size_t i = 0; i < extmem_pool.nall; i++) {
-		CUexternalMemory m = extmem_pool.all[i];
-		if (m->h.live && m->ctx == ctx)
-			fake_pool_give(&extmem_pool, m);
-	}
+	fake_pool_give_ctx(&extmem_pool, offsetof(struct CUextMemory_st, ctx), ctx);
 }
 
 CUresult CUDAAPI cuImportExternalMemory(CUexternalMemory *extMem_out,
@@ -66,8 +62,5 @@ CUresult CUDAAPI cuExternalMemoryGetMappedBuffer(CUdeviceptr *devPtr, CUexternal
 CUresult CUDAAPI cuDestroyExternalMemory(CUexternalMemory extMem)
 {
 	FAKE_ENTER();
-	if (!fake_pool_live(&extmem_pool, extMem))
-		return fake_leave(CUDA_ERROR_INVALID_HANDLE);
-	fake_pool_give(&extmem_pool, extMem);
-	return fake_leave(CUDA_SUCCESS);
+	return fake_leave(fake_pool_destroy(&extmem_pool, extMem));
 }

@@ -112,6 +112,10 @@ struct fake_pool {
 void *fake_pool_take(struct fake_pool *p); /* zeroed live object, NULL on out of memory */
 void fake_pool_give(struct fake_pool *p, void *obj);
 bool fake_pool_live(const struct fake_pool *p, const void *obj);
+/* Every live object whose CUcontext member at byte offset ctx_at is ctx goes back. */
+void fake_pool_give_ctx(struct fake_pool *p, size_t ctx_at, CUcontext ctx);
+/* Gives obj back; CUDA_ERROR_INVALID_HANDLE if p holds no such live object. */
+CUresult fake_pool_destroy(struct fake_pool *p, void *obj);
 
 /* ---- module images (image.c) ---- */
 

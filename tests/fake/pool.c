@@ -48,6 +48,28 @@ void fake_pool_give(struct fake_pool *p, void *obj)
 	p->free[p->nfree++] = obj;
 }
 
+/* Gives back every live object of p owned by ctx: the CUcontext at byte offset ctx_at of
+ * each (a context's end takes its streams, events, ...). */
+void fake_pool_give_ctx(struct fake_pool *p, size_t ctx_at, CUcontext ctx)
+{
+	for (size_t i = 0; i < p->nall; i++) {
+		unsigned char *obj = p->all[i];
+		CUcontext owner;
+		memcpy(&owner, obj + ctx_at, sizeof owner);
+		if (((struct fake_hdr *)obj)->live && owner == ctx)
+			fake_pool_give(p, obj);
+	}
+}
+
+/* A destroy entry point's whole work: INVALID_HANDLE for what p does not hold live. */
+CUresult fake_pool_destroy(struct fake_pool *p, void *obj)
+{
+	if (!fake_pool_live(p, obj))
+		return CUDA_ERROR_INVALID_HANDLE;
+	fake_pool_give(p, obj);
+	return CUDA_SUCCESS;
+}
+
 /* Handles come from callers, so only pointers the pool made are ever dereferenced. */
 bool fake_pool_live(const struct fake_pool *p, const void *obj)
 {

@@ -69,11 +69,7 @@ void fake_stream_sync_ctx(CUcontext ctx)
 
 void fake_stream_drop_ctx(CUcontext ctx)
 {
-	for (size_t i = 0; i < stream_pool.nall; i++) {
-		CUstream s = stream_pool.all[i];
-		if (s->h.live && s->ctx == ctx)
-			fake_pool_give(&stream_pool, s);
-	}
+	fake_pool_give_ctx(&stream_pool, offsetof(struct CUstream_st, ctx), ctx);
 }
 
 static CUresult stream_create(CUstream *phStream, unsigned flags, int priority)
@@ -111,10 +107,7 @@ CUresult CUDAAPI cuStreamCreateWithPriority(CUstream *phStream, unsigned int fla
 CUresult CUDAAPI cuStreamDestroy_v2(CUstream hStream)
 {
 	FAKE_ENTER();
-	if (!fake_pool_live(&stream_pool, hStream))
-		return fake_leave(CUDA_ERROR_INVALID_HANDLE);
-	fake_pool_give(&stream_pool, hStream);
-	return fake_leave(CUDA_SUCCESS);
+	return fake_leave(fake_pool_destroy(&stream_pool, hStream));
 }
 
 static CUresult stream_get_ctx(CUstream s, CUcontext *pctx, CUgreenCtx *pGreenCtx)
