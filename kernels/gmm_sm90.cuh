@@ -472,9 +472,13 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 	const int sfa_w = FP8 && (a.flags & CG_GMM_ARG_SFA_ROWS) ? CG_GMM_SFA_ROW_BOX : 1;
 
 	/* a tail launched behind this kernel (grouped_mm.c, launch) may take
-	 * each multiprocessor as this kernel's block there ends */
+	 * each multiprocessor as this kernel's block there ends.  Only then:
+	 * whatever else the stream runs next with programmatic serialization
+	 * waits for the whole grid, as it would behind a kernel that never
+	 * triggers, even if it never executes griddepcontrol.wait. */
 	if constexpr (BM == CG_GMM_TAIL_BM)
-		asm volatile("griddepcontrol.launch_dependents;");
+		if (a.flags & CG_GMM_ARG_TAIL_NEXT)
+			asm volatile("griddepcontrol.launch_dependents;");
 	if (cg_gmm_form_has_tables(a.form))
 		build_tables<BM, C::THREADS>(a, tab);
 	if (threadIdx.x == 0) {

@@ -239,20 +239,27 @@ static int arg_flags(const struct cg_gmm_problem *p, int form, const struct cg_g
 	return flags;
 }
 
+/* A launch's place in the call (enqueue, "the last round"). */
+enum place {
+	ALONE,
+	AHEAD, /* the main launch, a tail behind it */
+	BEHIND /* the tail */
+};
+
 /* One launch of kernel id on grid blocks, over the tiles args gives it.
- * behind: a tail launch, which may start on the multiprocessors that the
- * kernel before it in the stream leaves as its blocks end, rather than after
- * its whole grid (programmatic stream serialization, where the driver has
- * cuLaunchKernelEx and takes it; the kernels' griddepcontrol, gmm_sm90.cuh,
- * keeps the order that the stream's next work sees). */
+ * A tail launch (BEHIND) may start on the multiprocessors that the kernel
+ * AHEAD of it leaves as its blocks end, rather than after its whole grid
+ * (programmatic stream serialization, where the driver has cuLaunchKernelEx
+ * and takes it; the kernels' griddepcontrol, gmm_sm90.cuh, keeps the order
+ * that the stream's next work sees). */
 static CUresult launch(const struct cg_gmm_driver *drv, const struct cg_gmm_module *mod, CUstream s,
 		       const struct cg_gmm_problem *p, int form, enum cg_gmm_kernel_id id, struct cg_gmm_args args,
-		       unsigned grid, int behind)
+		       unsigned grid, enum place place)
 {
 	const struct cg_gmm_kernel_info *k = &cg_gmm_kernel_info[id];
 	if (!mod->fn[id])
 		return cg_gmm_fail(CUDA_ERROR_NOT_SUPPORTED, "grouped_mm: %s cannot run on this device", k->name);
-	args.flags = arg_flags(p, form, k, &args);
+	args.flags = arg_flags(p, form, k, &args) | (place == AHEAD ? CG_GMM_ARG_TAIL_NEXT : 0);
 	const unsigned smem = cg_gmm_kernel_smem(k, form, (int)p->g);
 	const unsigned threads = (unsigned)cg_gmm_kernel_threads(k);
 	CUtensorMap ta, tb, td = {{0}}, ts = {{0}};
@@ -261,7 +268,7 @@ static CUresult launch(const struct cg_gmm_driver *drv, const struct cg_gmm_modu
 	CUresult r;
 	if (k->sm90 && (r = tensor_maps(drv, p, args.m, k, &args, &ta, &tb, &td, &ts)) != CUDA_SUCCESS)
 		return r;
-	if (behind && drv->cuLaunchKernelEx) {
+	if (place == BEHIND && drv->cuLaunchKernelEx) {
 		CUlaunchAttribute overlap = {.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION};
 		overlap.value.programmaticStreamSerializationAllowed = 1;
 		const CUlaunchConfig cfg = {.gridDimX = grid, .gridDimY = 1, .gridDimZ = 1, .blockDimX = threads,
@@ -280,7 +287,9 @@ static CUresult launch(const struct cg_gmm_driver *drv, const struct cg_gmm_modu
 
 /* The fewest k-steps a tile of the last round needs for a tail launch to
  * pay (grouped_mm.c, enqueue) */
+#ifndef CG_TAIL_MIN_KSTEPS /* (a define, for A/B builds: bench/ab_grouped_mm.py) */
 #define CG_TAIL_MIN_KSTEPS 16
+#endif
 
 static CUresult enqueue(const struct cg_gmm_driver *drv, CUcontext ctx, CUstream s, const struct cg_gmm_problem *p,
 			int form)
@@ -334,7 +343,7 @@ static CUresult enqueue(const struct cg_gmm_driver *drv, CUcontext ctx, CUstream
 	 * sms / 2, the main launch stops after its full rounds and a second one
 	 * runs the r tiles as parts on more multiprocessors: 4r of 64 x 128
 	 * where r <= sms / 4, else 2r of 64 x 256.  The second launch overlaps
-	 * the first's end (launch(), behind).  The 64-row kernels run at about
+	 * the first's end (launch(), BEHIND).  The 64-row kernels run at about
 	 * 60% of the 128 x 256 kernels' speed.  Measured (kernels/NOTES.md v23,
 	 * v24), time without the tail over time with it: DSV3 gate_up r = 8
 	 * 1.04 fp8 and bf16 (1.05 with the overlap); r = 44 and 60, in halves,
@@ -352,15 +361,15 @@ static CUresult enqueue(const struct cg_gmm_driver *drv, CUcontext ctx, CUstream
 		const struct cg_gmm_kernel_info *tk = &cg_gmm_kernel_info[tail_id];
 		const int split = (CG_GMM_TAIL_BM / tk->bm) * (CG_GMM_TAIL_BN / tk->bn);
 		args.tiles = (int)(tiles - r_last);
-		if ((r = launch(drv, mod, s, p, form, id, args, grid, 0)) != CUDA_SUCCESS)
+		if ((r = launch(drv, mod, s, p, form, id, args, grid, AHEAD)) != CUDA_SUCCESS)
 			return r;
 		struct cg_gmm_args tail = args;
 		tail.tiles = (int)(r_last * split);
 		tail.tail0 = (int)(tiles - r_last);
 		tail.tail_split = split;
-		return launch(drv, mod, s, p, form, tail_id, tail, (unsigned)tail.tiles, 1);
+		return launch(drv, mod, s, p, form, tail_id, tail, (unsigned)tail.tiles, BEHIND);
 	}
-	return launch(drv, mod, s, p, form, id, args, grid, 0);
+	return launch(drv, mod, s, p, form, id, args, grid, ALONE);
 }
 
 #endif

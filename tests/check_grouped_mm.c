@@ -187,6 +187,13 @@ static CUcontext device0_current(void)
 /* launch_one: where set, the next call of this entry point fails with
  * CUDA_ERROR_NOT_SUPPORTED */
 static const char *refuse;
+/* launch_one: where set, the first kernel launched, as *first_launch */
+static struct fake_launch_info *first_launch;
+
+static void keep_launch(void *out)
+{
+	fake_last_launch(out);
+}
 
 static int launch_one(const char *what, int form, int dtype, int b_layout, unsigned flags, const int64_t strides[3],
 		      uint64_t sfa_offset, int64_t m, int64_t n, int64_t k, int64_t g, struct fake_launch_info *ran,
@@ -204,6 +211,8 @@ static int launch_one(const char *what, int form, int dtype, int b_layout, unsig
 	fake_reset();
 	if (refuse)
 		fake_fail_next(refuse, CUDA_ERROR_NOT_SUPPORTED);
+	if (first_launch)
+		fake_after_next("cuLaunchKernel", keep_launch, first_launch);
 	const int rc = form == CG_GMM_FORM_MASKED
 			   ? masked(0, dtype, b_layout, flags, a, b, d, index, *sfa, sfb, strides[0], strides[1],
 				    strides[2], m, n, k, g)
@@ -383,13 +392,15 @@ START_TEST(last_round)
 	const struct tail_choice *c = &tail_choices[_i % TAIL_CHOICES];
 	const int refused = _i >= TAIL_CHOICES;
 	static const int64_t row_major[3] = {0, 0, 0};
-	struct fake_launch_info ran;
+	struct fake_launch_info ran, first = {.argbytes = 0};
 	CUdeviceptr sfa;
 	fake_trace_start();
 	refuse = refused ? "cuLaunchKernelEx" : NULL;
+	first_launch = &first;
 	const int launched_any =
 		launch_one(c->what, c->form, c->dtype, c->b_layout, 0, row_major, 0, c->m, c->n, c->k, c->g, &ran, &sfa);
 	refuse = NULL;
+	first_launch = NULL;
 	if (!launched_any)
 		return; /* no kernels in this build */
 	static struct fake_call trace[64];
@@ -406,8 +417,16 @@ START_TEST(last_round)
 	ck_assert_uint_eq(launches, c->tail ? 2 : 1);
 	ck_assert_msg(!strcmp(launched[0], c->main), "%s: ran %s first, expected %s", c->what, launched[0], c->main);
 	ck_assert_msg(!behind[0], "%s: the main launch may overlap the work before it", c->what);
+	/* the main kernel lets the work behind it start early only when that
+	 * is our tail (gmm_sm90.cuh, griddepcontrol.launch_dependents) */
 	struct cg_gmm_args args;
+	ck_assert_msg(first.argbytes >= sizeof args && !strcmp(first.kernel, c->main), "%s: main launch not seen",
+		      c->what);
+	memcpy(&args, first.args + first.argbytes - sizeof args, sizeof args);
+	ck_assert_msg(!(args.flags & CG_GMM_ARG_TAIL_NEXT) == !c->tail, "%s: the main launch %s a tail behind it",
+		      c->what, c->tail ? "does not announce" : "announces");
 	memcpy(&args, ran.args + ran.argbytes - sizeof args, sizeof args);
+	ck_assert_msg(!(args.flags & CG_GMM_ARG_TAIL_NEXT), "%s: the last launch announces a tail", c->what);
 	if (!c->tail) {
 		ck_assert_int_eq(args.tail_split, 0);
 		ck_assert_int_eq(args.tiles, INT_MAX);
