@@ -285,11 +285,10 @@ static CUresult launch(const struct cg_gmm_driver *drv, const struct cg_gmm_modu
 	return r == CUDA_SUCCESS ? r : cg_gmm_fail(r, "grouped_mm: launching %s failed", k->name);
 }
 
-/* The fewest k-steps a tile of the last round needs for a tail launch to
- * pay (grouped_mm.c, enqueue) */
-#ifndef CG_TAIL_MIN_KSTEPS /* (a define, for A/B builds: bench/ab_grouped_mm.py) */
-#define CG_TAIL_MIN_KSTEPS 16
-#endif
+/* The fewest k-steps (128 channels fp8, 64 bf16) a tile of the last round
+ * needs for a tail launch to pay (enqueue) */
+#define CG_TAIL_MIN_KSTEPS_FP8 16
+#define CG_TAIL_MIN_KSTEPS_BF16 12
 
 static CUresult enqueue(const struct cg_gmm_driver *drv, CUcontext ctx, CUstream s, const struct cg_gmm_problem *p,
 			int form)
@@ -350,13 +349,16 @@ static CUresult enqueue(const struct cg_gmm_driver *drv, CUcontext ctx, CUstream
 	 * 1.02-1.035 fp8, 1.04 bf16 (1.03-1.04 and 1.04-1.05 with it); Qwen3
 	 * gate_up r = 36-60, in halves, 1.00-1.013 fp8 and 1.02 bf16 with it
 	 * (fp8 0.99-1.00 without).
-	 * Tiles of 6 fp8 or 12 bf16 k-steps were 3-4% and 0.7% slower with a
-	 * tail: only tiles of CG_TAIL_MIN_KSTEPS or more.  The contiguous form
-	 * only: there the host knows every tile (the others count theirs from
-	 * index[] on the device). */
+	 * Short tiles (Qwen3 down, K = 768; v23, v25): with the overlapped tail
+	 * 12 bf16 k-steps ran 1.008-1.025 times as fast (r = 20-44), 6 fp8
+	 * k-steps 0.981-1.001 (without the overlap 0.993 and 0.955-0.975); so
+	 * only tiles of CG_TAIL_MIN_KSTEPS_* or more.  The contiguous form only:
+	 * there the host knows every tile (the others count theirs from index[]
+	 * on the device). */
 	const int64_t r_last = tiles % sms;
+	const int64_t min_ksteps = k->fp8 ? CG_TAIL_MIN_KSTEPS_FP8 : CG_TAIL_MIN_KSTEPS_BF16;
 	if (form == CG_GMM_FORM_CONTIGUOUS && k->sm90 && k->bm == CG_GMM_TAIL_BM && k->bn == CG_GMM_TAIL_BN &&
-	    tiles > sms && r_last && 2 * r_last <= sms && (p->k + k->bk - 1) / k->bk >= CG_TAIL_MIN_KSTEPS) {
+	    tiles > sms && r_last && 2 * r_last <= sms && (p->k + k->bk - 1) / k->bk >= min_ksteps) {
 		const enum cg_gmm_kernel_id tail_id = sm90(4 * r_last <= sms ? SM90_SMALL : SM90_SPLIT, p);
 		const struct cg_gmm_kernel_info *tk = &cg_gmm_kernel_info[tail_id];
 		const int split = (CG_GMM_TAIL_BM / tk->bm) * (CG_GMM_TAIL_BN / tk->bn);

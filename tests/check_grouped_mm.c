@@ -345,7 +345,8 @@ END_TEST
 
 /* The last round of the prefill kernels' tiles (T tiles, 132 a round on
  * the fake H200): run by a second launch, overlapping the first's end, where
- * it leaves half the grid or more idle and a tile has 16 k-steps or more, in
+ * it leaves half the grid or more idle and a tile has 16 fp8 or 12 bf16
+ * k-steps or more, in
  * the contiguous form, the only one whose tiles the host can count: as 4r
  * parts of 64 x 128 where r <= 33, else as 2r of 64 x 256.  Each choice
  * twice: the second time the driver refuses the overlap, and the tail runs
@@ -375,8 +376,12 @@ static const struct tail_choice {
      87 * 128, 4096, 7168, 32, "cg_gmm_sm90_bf16_nk_large", NULL, 0, 0},
     {"r = 8, but K = 768: 6 fp8 k-steps", CG_GMM_FORM_CONTIGUOUS, CG_GMM_FP8_E4M3, CG_GMM_B_NK, 83 * 128, 4096, 768,
      32, "cg_gmm_sm90_fp8_nk_large", NULL, 0, 0},
-    {"r = 15, but K = 960: 15 bf16 k-steps", CG_GMM_FORM_CONTIGUOUS, CG_GMM_BF16, CG_GMM_B_NK, 21 * 128, 1664, 960,
+    {"r = 15, K = 768: 12 bf16 k-steps, enough", CG_GMM_FORM_CONTIGUOUS, CG_GMM_BF16, CG_GMM_B_NK, 21 * 128, 1664,
+     768, 4, "cg_gmm_sm90_bf16_nk_large", "cg_gmm_sm90_bf16_nk_small", 132, 4},
+    {"r = 15, but K = 704: 11 bf16 k-steps", CG_GMM_FORM_CONTIGUOUS, CG_GMM_BF16, CG_GMM_B_NK, 21 * 128, 1664, 704,
      4, "cg_gmm_sm90_bf16_nk_large", NULL, 0, 0},
+    {"r = 8, but K = 1920: 15 fp8 k-steps", CG_GMM_FORM_CONTIGUOUS, CG_GMM_FP8_E4M3, CG_GMM_B_NK, 83 * 128, 4096,
+     1920, 32, "cg_gmm_sm90_fp8_nk_large", NULL, 0, 0},
     {"T = 33 x 16 = 528, whole rounds", CG_GMM_FORM_CONTIGUOUS, CG_GMM_FP8_E4M3, CG_GMM_B_NK, 33 * 128, 4096, 7168,
      32, "cg_gmm_sm90_fp8_nk_large", NULL, 0, 0},
     {"T = 7 x 16 = 112, under a round", CG_GMM_FORM_CONTIGUOUS, CG_GMM_FP8_E4M3, CG_GMM_B_NK, 7 * 128, 4096, 7168,

@@ -295,7 +295,7 @@ def cases():
                  bl, ragged(rng, 32, 0, 64, 7), 1024, 1200, max_m=64),
             Case("bf16 contiguous G=64 decode 0..40 rows K=512 N=1100 " + bname, "contiguous", BF16, bl,
                  ragged(rng, 64, 0, 40, 9), 512, 1100),
-            # 128 x 256 tiles whose last round (T mod 132 = r <= 66; 16 k-steps or more) a second launch
+            # 128 x 256 tiles whose last round (T mod 132 = r <= 66; 12 bf16 k-steps or more) a second launch
             # runs, overlapping the first's end, as 64 x 128 parts where r <= 33: T = 28 x 5 = 140, r = 8;
             # T = 21 x 7 = 147, r = 15; else as 64 x 256 halves: T = 36 x 5 = 180, r = 48; T = 25 x 7 =
             # 175, r = 43
@@ -303,6 +303,8 @@ def cases():
                  [1000, 0, 1, 2300], 1024, 1100),
             Case("bf16 contiguous last round in 64 x 128 parts K=1088 N=1664 " + bname, "contiguous", BF16, bl,
                  [1000, 1, 0, 1300], 1088, 1664),
+            Case("bf16 contiguous last round in 64 x 128 parts K=768 N=1664 " + bname, "contiguous", BF16, bl,
+                 [1000, 1, 0, 1300], 768, 1664),
             Case("bf16 contiguous last round in 64 x 256 halves K=1024 N=1100 " + bname, "contiguous", BF16, bl,
                  [1500, 0, 1, 2700], 1024, 1100),
             Case("bf16 contiguous last round in 64 x 256 halves K=1088 N=1664 " + bname, "contiguous", BF16, bl,
