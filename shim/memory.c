@@ -388,7 +388,8 @@ CG_AFTER(cuExternalMemoryGetMappedBuffer,
  * for it (as a captured cuMemFreeAsync, which makes one, is: past a free
  * node in its own graph only that graph's nodes, checked as they were set,
  * may use the address); cuMemFree[Async] of it (freed(), by its base); its
- * graph's destruction, which ends the node's hold on the address; any
+ * graph's destruction (a moved child's: its parent's), which ends the
+ * node's hold on the address; any
  * context's end (as all memory of no known context).  Memory still
  * allocated then (a graph's end frees none; another graph's free node
  * frees when that graph runs) is the driver's to name: a launch's lookup
@@ -399,12 +400,31 @@ static void graph_allocated(CUgraph graph, uintptr_t p, size_t size, const CUmem
 	remember(p, size, tag_of_location(at), ONE, NULL, graph);
 }
 
+struct move {
+	CUgraph from, to;
+};
+
+/* Under the table's lock, where ended() reads a->graph too. */
+static int moved(void *val, const void *arg)
+{
+	const struct move *m = arg;
+	struct alloc *a = val;
+	if (a->graph == m->from)
+		a->graph = m->to;
+	return 0;
+}
+
 void cg_memory_node_added(CUgraph graph, const CUgraphNodeParams *p)
 {
 	if (p && p->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC)
 		graph_allocated(graph, p->alloc.dptr, p->alloc.bytesize, &p->alloc.poolProps.location);
 	else if (p && p->type == CU_GRAPH_NODE_TYPE_MEM_FREE)
 		forget(p->free.dptr);
+	/* A child graph moved into its parent (the only way one with memory
+	 * nodes may be added) goes when the parent does, with no
+	 * cuGraphDestroy of its own: its nodes' memory becomes the parent's. */
+	else if (p && p->type == CU_GRAPH_NODE_TYPE_GRAPH && p->graph.ownership == CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE)
+		cg_table_sweep(&allocs, moved, &(struct move){p->graph.graph, graph});
 }
 
 CG_AFTER(cuGraphAddMemAllocNode,

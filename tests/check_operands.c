@@ -700,6 +700,34 @@ START_TEST(graph_memory_where_none_was)
 }
 END_TEST
 
+/* A child graph with an allocation node, moved into its parent (_i 0), or
+ * moved into another child first, which is then moved (1): its memory is
+ * the parent's from then on, and goes with the parent's destruction,
+ * which destroys the children (no cuGraphDestroy of theirs comes): the
+ * address, device 1's while the parent lives, is nothing's after. */
+START_TEST(graph_memory_of_a_moved_child)
+{
+	setup();
+	CUgraph child, inner, parent;
+	CUdeviceptr own = dev_alloc(0), v = graph_alloc(0, _i ? &inner : &child);
+	CUtensorMap t = tmap_over(own);
+	CUgraphNode node;
+	CUgraphNodeParams p = {.type = CU_GRAPH_NODE_TYPE_GRAPH,
+			       .graph = {.ownership = CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE}};
+	if (_i) {
+		ck_assert_int_eq(cuGraphCreate(&child, 0), CUDA_SUCCESS);
+		p.graph.graph = inner;
+		ck_assert_int_eq(cuGraphAddNode(&node, child, NULL, NULL, 0, &p), CUDA_SUCCESS);
+	}
+	ck_assert_int_eq(cuGraphCreate(&parent, 0), CUDA_SUCCESS);
+	p.graph.graph = child;
+	ck_assert_int_eq(cuGraphAddNode(&node, parent, NULL, NULL, 0, &p), CUDA_SUCCESS);
+	assert_refused(launch(own, v + 64, &t, &t), "a moved child's allocation, while its parent lives");
+	ck_assert_int_eq(cuGraphDestroy(parent), CUDA_SUCCESS);
+	ck_assert_int_eq(launch(own, v + 64, &t, &t), CUDA_SUCCESS);
+}
+END_TEST
+
 /* Memory a context opened through IPC (_i 0) or imported from a pool (1)
  * is unmapped at its end, no close or free called: device 0's memory
  * mapped past the hooks at those addresses afterwards is device 0's. */
@@ -1415,6 +1443,7 @@ int main(void)
 	tcase_add_test(t, external_memory_where_none_was);
 	tcase_add_test(t, map_racing_a_lookup);
 	tcase_add_loop_test(t, graph_memory_where_none_was, 0, 2);
+	tcase_add_loop_test(t, graph_memory_of_a_moved_child, 0, 2);
 	tcase_add_loop_test(t, shared_memory_ends_with_its_context, 0, 2);
 	tcase_add_test(t, external_memory_ends_with_its_context);
 	tcase_add_loop_test(t, graph_memory_ends_with_any_context, 0, 2);

@@ -351,6 +351,8 @@ CUresult fake_gmem_map(CUdeviceptr p, bool live);
 CUresult fake_gmem_free(CUdeviceptr p);
 /* Graph g destroyed: its allocation and free nodes end. */
 void fake_gmem_graph_gone(CUgraph g);
+/* Graph from moved into graph to: its allocation and free nodes are to's. */
+void fake_gmem_graph_moved(CUgraph from, CUgraph to);
 size_t fake_mem_count(void);
 struct fake_alloc *fake_mem_at(size_t i); /* i-th range in address order */
 

@@ -1,9 +1,9 @@
 /*
- * Graphs of kernel nodes (and empty nodes, which only order others, and memory nodes, whose
- * allocation a launch makes and frees: graphmem.c). A kernel node copies its launch by value
- * (parameter values included) and runs in its own context: the function's context, or for a
- * CUkernel the context given in the node parameters (NULL: the one current when the node
- * was set).
+ * Graphs of kernel nodes (and empty nodes, which only order others, memory nodes, whose
+ * allocation a launch makes and frees: graphmem.c, and child graphs moved into their
+ * parent). A kernel node copies its launch by value (parameter values included) and runs in
+ * its own context: the function's context, or for a CUkernel the context given in the node
+ * parameters (NULL: the one current when the node was set).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -11,8 +11,9 @@
 #include "fake.h"
 
 struct knode {
-	CUgraphNodeType type; /* KERNEL, EMPTY, MEM_ALLOC or MEM_FREE */
+	CUgraphNodeType type; /* KERNEL, EMPTY, MEM_ALLOC, MEM_FREE or GRAPH */
 	CUdeviceptr mem;      /* a memory node's allocation */
+	CUgraph child;        /* a child graph node's graph, moved into the parent */
 	CUfunction func;      /* the CUfunction, or a CUkernel cast to one */
 	CUkernel kern;	      /* set when the node runs a CUkernel */
 	CUcontext ctx;
@@ -32,6 +33,7 @@ struct CUgraph_st {
 	struct fake_hdr h;
 	CUgraphNode *nodes; /* insertion order, which is a topological order */
 	size_t n, cap;
+	CUgraph owner; /* the parent a child graph was moved into, which destroys it */
 };
 
 struct CUgraphExec_st {
@@ -213,18 +215,27 @@ CUresult CUDAAPI cuGraphCreate(CUgraph *phGraph, unsigned int flags)
 	return fake_leave(CUDA_SUCCESS);
 }
 
+/* g and the children moved into it (their nodes are g's by then). */
+static void graph_free(CUgraph g)
+{
+	fake_gmem_graph_gone(g);
+	for (size_t i = 0; i < g->n; i++) {
+		if (g->nodes[i]->k.child)
+			graph_free(g->nodes[i]->k.child);
+		knode_free(&g->nodes[i]->k);
+		fake_pool_give(&node_pool, g->nodes[i]);
+	}
+	free(g->nodes);
+	fake_pool_give(&graph_pool, g);
+}
+
+/* A child moved into a parent is the parent's to destroy. */
 CUresult CUDAAPI cuGraphDestroy(CUgraph hGraph)
 {
 	FAKE_ENTER();
-	if (!fake_pool_live(&graph_pool, hGraph))
+	if (!fake_pool_live(&graph_pool, hGraph) || hGraph->owner)
 		return fake_leave(CUDA_ERROR_INVALID_VALUE);
-	fake_gmem_graph_gone(hGraph);
-	for (size_t i = 0; i < hGraph->n; i++) {
-		knode_free(&hGraph->nodes[i]->k);
-		fake_pool_give(&node_pool, hGraph->nodes[i]);
-	}
-	free(hGraph->nodes);
-	fake_pool_give(&graph_pool, hGraph);
+	graph_free(hGraph);
 	return fake_leave(CUDA_SUCCESS);
 }
 
@@ -342,11 +353,42 @@ static CUresult generic_req(const CUgraphNodeParams *p, struct knode_req *r)
 	return CUDA_SUCCESS;
 }
 
-/* ... and adds kernel and memory nodes. */
+/* A child graph node whose graph is moved into g (CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE, the
+ * only way a child with memory nodes may be added): the child's nodes, its memory nodes'
+ * allocations included, become g's, run where the node is, and go when g is destroyed, the
+ * child with them.  The fake clones no graphs. */
+static CUresult child_add(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t ndeps,
+			  const CUDA_CHILD_GRAPH_NODE_PARAMS *c)
+{
+	CUgraph child = c->graph;
+	if (!fake_pool_live(&graph_pool, g) || !fake_pool_live(&graph_pool, child) || child == g ||
+	    child->owner)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (c->ownership != CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	CUgraphNode *nodes = fake_grow(g->nodes, &g->cap, g->n + 1 + child->n, sizeof(*nodes));
+	if (!nodes)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	g->nodes = nodes;
+	CUresult rc = add_node(out, g, deps, ndeps, &(struct node_req){.type = CU_GRAPH_NODE_TYPE_GRAPH});
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	(*out)->k.child = child;
+	memcpy(g->nodes + g->n, child->nodes, child->n * sizeof(*nodes));
+	g->n += child->n;
+	child->n = 0;
+	child->owner = g;
+	fake_gmem_graph_moved(child, g);
+	return CUDA_SUCCESS;
+}
+
+/* ... and adds kernel, memory and (moved) child graph nodes. */
 static CUresult generic_add(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t ndeps,
 			    CUgraphNodeParams *p)
 {
 	struct knode_req r;
+	if (p && p->type == CU_GRAPH_NODE_TYPE_GRAPH)
+		return child_add(out, g, deps, ndeps, &p->graph);
 	if (p && p->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC)
 		return add_node(out, g, deps, ndeps, &ALLOC_REQ(&p->alloc));
 	if (p && p->type == CU_GRAPH_NODE_TYPE_MEM_FREE)

@@ -155,6 +155,16 @@ CUresult fake_gmem_free(CUdeviceptr p)
 	return fake_gmem_map(p, false);
 }
 
+void fake_gmem_graph_moved(CUgraph from, CUgraph to)
+{
+	for (size_t i = 0; i < ngm; i++) {
+		if (gm[i].freer == from)
+			gm[i].freer = to;
+		if (gm[i].graph == from)
+			gm[i].graph = to;
+	}
+}
+
 void fake_gmem_graph_gone(CUgraph g)
 {
 	for (size_t i = ngm; i-- > 0;) {
