@@ -400,6 +400,7 @@ static void graph_allocated(CUgraph graph, uintptr_t p, size_t size, const CUmem
 	remember(p, size, tag_of_location(at), ONE, NULL, graph);
 }
 
+#if CUDA_VERSION >= 12090
 struct move {
 	CUgraph from, to;
 };
@@ -413,6 +414,7 @@ static int moved(void *val, const void *arg)
 		a->graph = m->to;
 	return 0;
 }
+#endif
 
 void cg_memory_node_added(CUgraph graph, const CUgraphNodeParams *p)
 {
@@ -420,11 +422,13 @@ void cg_memory_node_added(CUgraph graph, const CUgraphNodeParams *p)
 		graph_allocated(graph, p->alloc.dptr, p->alloc.bytesize, &p->alloc.poolProps.location);
 	else if (p && p->type == CU_GRAPH_NODE_TYPE_MEM_FREE)
 		forget(p->free.dptr);
+#if CUDA_VERSION >= 12090 /* the headers that name the move (XLA's command buffers make them) */
 	/* A child graph moved into its parent (the only way one with memory
 	 * nodes may be added) goes when the parent does, with no
 	 * cuGraphDestroy of its own: its nodes' memory becomes the parent's. */
 	else if (p && p->type == CU_GRAPH_NODE_TYPE_GRAPH && p->graph.ownership == CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE)
 		cg_table_sweep(&allocs, moved, &(struct move){p->graph.graph, graph});
+#endif
 }
 
 CG_AFTER(cuGraphAddMemAllocNode,

@@ -268,6 +268,12 @@ static CUresult add_node(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, s
 {
 	if (!out || !fake_pool_live(&graph_pool, g) || (ndeps > 0 && !deps))
 		return CUDA_ERROR_INVALID_VALUE;
+	/* a moved child takes no memory nodes (the driver's rule); the fake,
+	 * which ran its nodes into the parent's, takes none at all */
+	if (g->owner)
+		return r->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC || r->type == CU_GRAPH_NODE_TYPE_MEM_FREE
+			       ? CUDA_ERROR_INVALID_VALUE
+			       : CUDA_ERROR_NOT_SUPPORTED;
 	for (size_t i = 0; i < ndeps; i++)
 		if (!fake_pool_live(&node_pool, deps[i]) || deps[i]->graph != g)
 			return CUDA_ERROR_INVALID_VALUE;
@@ -356,7 +362,7 @@ static CUresult generic_req(const CUgraphNodeParams *p, struct knode_req *r)
 /* A child graph node whose graph is moved into g (CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE, the
  * only way a child with memory nodes may be added): the child's nodes, its memory nodes'
  * allocations included, become g's, run where the node is, and go when g is destroyed, the
- * child with them.  The fake clones no graphs. */
+ * child with them.  The fake clones no graphs, and adds nothing to a moved child (add_node). */
 static CUresult child_add(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t ndeps,
 			  const CUDA_CHILD_GRAPH_NODE_PARAMS *c)
 {
@@ -507,7 +513,7 @@ CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph h
 					     unsigned long long flags)
 {
 	FAKE_ENTER();
-	if (!phGraphExec || !fake_pool_live(&graph_pool, hGraph) ||
+	if (!phGraphExec || !fake_pool_live(&graph_pool, hGraph) || hGraph->owner /* a moved child */ ||
 	    (flags & ~(unsigned long long)(CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH |
 					   CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD |
 					   CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH |
