@@ -47,14 +47,17 @@ struct alloc {
 	struct alloc *next;        /* on the list of a context's or graph's end */
 };
 static struct cg_table allocs = CG_TABLE_INIT;
-/* VMM physical handle -> tag. */
+/* VMM physical handle -> its tag + HANDLE_REF x the references the
+ * program holds on it (shim/memory.c, "virtual memory management"). */
 static struct cg_table handles = CG_TABLE_INIT;
+#define HANDLE_REF ((uintptr_t)1 << 16)
 /* Granules known not to be device memory (direct-mapped, lossy), and how
  * many times memory has appeared: a lookup's "none" is cached only if no
  * memory appeared while the driver was asked. */
 static _Atomic uintptr_t negative[NEG];
 static _Atomic unsigned long appeared;
-/* Read-modify-write of granule counts; readers never take it. */
+/* Read-modify-write of granule counts and handle references; readers
+ * never take it. */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
 static int tags_failed;
@@ -439,13 +442,21 @@ CG_AFTER(cuGraphAddMemFreeNode, forget(dptr))
 CG_BEFORE(cuGraphDestroy, if (hGraph) end(NULL, hGraph))
 
 /* Virtual memory management (PyTorch's expandable segments): a physical
- * handle has a device; mapping it gives an address range that device. */
+ * handle has a device; mapping it gives an address range that device.  A
+ * handle stays known while the program holds a reference to it: the one
+ * cuMemCreate or an import gives, and one per cuMemRetainAllocationHandle
+ * (NCCL's free retains and releases one around its unmap), each
+ * cuMemRelease giving one back.  A mapping keeps the memory, not the
+ * handle: once released it can be mapped again only after a retain, which
+ * hands back the same handle. */
 static void created(const CUmemGenericAllocationHandle *handle, const CUmemAllocationProp *prop)
 {
 	if (!handle || !prop || !*handle)
 		return;
 	uintptr_t tag = (uintptr_t)tag_of_location(&prop->location);
-	cg_table_put(&handles, (uintptr_t)*handle, (void *)tag);
+	pthread_mutex_lock(&lock);
+	cg_table_put(&handles, (uintptr_t)*handle, (void *)(tag + HANDLE_REF));
+	pthread_mutex_unlock(&lock);
 }
 
 /* A handle another process exported: the driver says where its memory is. */
@@ -457,12 +468,42 @@ static void imported(const CUmemGenericAllocationHandle *handle)
 		created(handle, &prop);
 }
 
+/* One more reference; a handle not known here (released before, or made
+ * past the hooks) is asked of the driver.  (Two threads retaining one such
+ * handle at once may count one reference: the handle is then forgotten a
+ * release early, and its next mapping left to the fallback below.) */
+static void retained(const CUmemGenericAllocationHandle *handle)
+{
+	if (!handle || !*handle)
+		return;
+	pthread_mutex_lock(&lock);
+	const uintptr_t v = (uintptr_t)cg_table_get(&handles, (uintptr_t)*handle);
+	if (v)
+		cg_table_put(&handles, (uintptr_t)*handle, (void *)(v + HANDLE_REF));
+	pthread_mutex_unlock(&lock);
+	if (!v)
+		imported(handle);
+}
+
+/* Before the driver's release: once released, the handle's value may come
+ * back at once for another thread's new memory. */
+static void released(CUmemGenericAllocationHandle handle)
+{
+	pthread_mutex_lock(&lock);
+	const uintptr_t v = (uintptr_t)cg_table_get(&handles, (uintptr_t)handle);
+	if (v >= 2 * HANDLE_REF)
+		cg_table_put(&handles, (uintptr_t)handle, (void *)(v - HANDLE_REF));
+	else if (v)
+		cg_table_del(&handles, (uintptr_t)handle);
+	pthread_mutex_unlock(&lock);
+}
+
 /* A handle unknown here (one the driver would not describe) leaves the
  * range to the fallback, which no granule cached as not device memory
  * may then hide it from. */
 static void mapped(CUdeviceptr ptr, size_t size, CUmemGenericAllocationHandle handle)
 {
-	uintptr_t tag = (uintptr_t)cg_table_get(&handles, (uintptr_t)handle);
+	uintptr_t tag = (uintptr_t)cg_table_get(&handles, (uintptr_t)handle) % HANDLE_REF;
 	if (tag)
 		tag_range(ptr, size, (int)tag, ONE);
 	else
@@ -483,7 +524,8 @@ static void emptied(CUdeviceptr ptr, size_t size)
 
 CG_AFTER(cuMemCreate, created(handle, prop))
 CG_AFTER(cuMemImportFromShareableHandle, imported(handle))
-CG_BEFORE(cuMemRelease, cg_table_del(&handles, (uintptr_t)handle))
+CG_AFTER(cuMemRetainAllocationHandle, retained(handle))
+CG_BEFORE(cuMemRelease, released(handle))
 CG_AFTER(cuMemMap, mapped(ptr, size, handle))
 CG_BEFORE(cuMemUnmap, emptied(ptr, size))
 CG_BEFORE(cuMemAddressFree, emptied(ptr, size))

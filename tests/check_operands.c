@@ -625,6 +625,37 @@ START_TEST(vmm_import_where_none_was)
 }
 END_TEST
 
+/* A VMM handle stays known while the program holds a reference to it:
+ * retained through a mapping's address and released once, one reference
+ * left (_i 0), or released, only its mapping left, then retained, which
+ * hands back the same handle (1).  Mapped again where a launch found
+ * nothing, its device is known without a lookup. */
+START_TEST(vmm_handle_retained)
+{
+	setup();
+	CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+				    .location = {CU_MEM_LOCATION_TYPE_DEVICE, 1}};
+	CUmemGenericAllocationHandle h, again;
+	CUdeviceptr own = dev_alloc(0), va, second;
+	CUtensorMap t = tmap_over(own);
+	ck_assert_int_eq(cuMemCreate(&h, SIZE, &prop, 0), CUDA_SUCCESS);
+	ck_assert_int_eq(cuMemAddressReserve(&va, SIZE, 0, 0, 0), CUDA_SUCCESS);
+	ck_assert_int_eq(cuMemAddressReserve(&second, SIZE, 0, 0, 0), CUDA_SUCCESS);
+	ck_assert_int_eq(cuMemMap(va, SIZE, 0, h, 0), CUDA_SUCCESS);
+	if (_i)
+		ck_assert_int_eq(cuMemRelease(h), CUDA_SUCCESS);
+	ck_assert_int_eq(cuMemRetainAllocationHandle(&again, (void *)(uintptr_t)(va + 64)), CUDA_SUCCESS);
+	ck_assert_msg(again == h, "the fake handed back another handle");
+	if (!_i)
+		ck_assert_int_eq(cuMemRelease(again), CUDA_SUCCESS);
+	ck_assert_int_eq(launch(own, second + 64, &t, &t), CUDA_SUCCESS);
+	ck_assert_int_eq(cuMemMap(second, SIZE, 0, h, 0), CUDA_SUCCESS);
+	fake_fail_next("cuPointerGetAttributes", CUDA_ERROR_UNKNOWN);
+	assert_refused(launch(own, second + 64, &t, &t),
+		       _i ? "retained after its release" : "released once of two references");
+}
+END_TEST
+
 /* Device 1's memory mapped at a reserved address by "another thread"
  * while a launch's lookup of that address is asking the driver, which
  * answers as of before the map: the lookup's "none" must not stay cached
@@ -1440,6 +1471,7 @@ int main(void)
 	tcase_add_test(t, ipc_memory_where_none_was);
 	tcase_add_test(t, pool_import_where_none_was);
 	tcase_add_loop_test(t, vmm_import_where_none_was, 0, 2);
+	tcase_add_loop_test(t, vmm_handle_retained, 0, 2);
 	tcase_add_test(t, external_memory_where_none_was);
 	tcase_add_test(t, map_racing_a_lookup);
 	tcase_add_loop_test(t, graph_memory_where_none_was, 0, 2);

@@ -154,6 +154,7 @@ static const struct proc procs[] = {
 	P(cuMemAddressFree, cuMemAddressFree, 10020),
 	P(cuMemCreate, cuMemCreate, 10020),
 	P(cuMemRelease, cuMemRelease, 10020),
+	P(cuMemRetainAllocationHandle, cuMemRetainAllocationHandle, 11000),
 	P(cuMemExportToShareableHandle, cuMemExportToShareableHandle, 10020),
 	P(cuMemImportFromShareableHandle, cuMemImportFromShareableHandle, 10020),
 	P(cuMemGetAllocationPropertiesFromHandle, cuMemGetAllocationPropertiesFromHandle, 10020),

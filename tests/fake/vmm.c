@@ -14,7 +14,8 @@ struct fake_phys {
 	size_t size;
 	CUmemAllocationHandleType types; /* requested at creation: what it may be exported as */
 	unsigned nmaps;
-	bool released; /* cuMemRelease called; freed once the last mapping goes */
+	unsigned refs; /* the program's: cuMemCreate or an import, each retain; a release drops one */
+	bool released; /* no reference left: freed once the last mapping goes, usable only once retained */
 };
 
 /* What an exported file descriptor stands for: FAKE_EXPORT_FD + i names exports[i] (no
@@ -132,6 +133,7 @@ CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
 	p->dev = prop->location.id;
 	p->size = size;
 	p->types = prop->requestedHandleTypes;
+	p->refs = 1;
 	*handle = (CUmemGenericAllocationHandle)(uintptr_t)p;
 	return fake_leave(CUDA_SUCCESS);
 }
@@ -173,6 +175,7 @@ CUresult CUDAAPI cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *ha
 	p->dev = e->dev;
 	p->size = e->size;
 	p->types = e->types;
+	p->refs = 1;
 	*handle = (CUmemGenericAllocationHandle)(uintptr_t)p;
 	return fake_leave(CUDA_SUCCESS);
 }
@@ -202,8 +205,23 @@ CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle)
 	struct fake_phys *p = phys_of(handle);
 	if (!p || p->released)
 		return fake_leave(CUDA_ERROR_INVALID_VALUE);
-	p->released = true;
+	p->released = --p->refs == 0;
 	phys_put(p);
+	return fake_leave(CUDA_SUCCESS);
+}
+
+/* The handle mapped at any address of a mapping: the same handle value, one reference
+ * more (usable again if all were released). */
+CUresult CUDAAPI cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
+{
+	FAKE_ENTER();
+	const struct fake_alloc *a = fake_mem_find((CUdeviceptr)(uintptr_t)addr);
+	if (!handle || !a || a->kind != FAKE_MEM_VMM)
+		return fake_leave(CUDA_ERROR_INVALID_VALUE);
+	struct fake_phys *p = a->phys;
+	p->refs++;
+	p->released = false;
+	*handle = (CUmemGenericAllocationHandle)(uintptr_t)p;
 	return fake_leave(CUDA_SUCCESS);
 }
 
