@@ -268,12 +268,11 @@ static CUresult add_node(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, s
 {
 	if (!out || !fake_pool_live(&graph_pool, g) || (ndeps > 0 && !deps))
 		return CUDA_ERROR_INVALID_VALUE;
-	/* a moved child takes no memory nodes (the driver's rule); the fake,
-	 * which ran its nodes into the parent's, takes none at all */
+	/* a moved child takes no memory nodes (the driver's rule and answer,
+	 * measured on an H200); the fake, which ran its nodes into the
+	 * parent's, takes none at all (the driver takes others) */
 	if (g->owner)
-		return r->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC || r->type == CU_GRAPH_NODE_TYPE_MEM_FREE
-			       ? CUDA_ERROR_INVALID_VALUE
-			       : CUDA_ERROR_NOT_SUPPORTED;
+		return CUDA_ERROR_NOT_SUPPORTED;
 	for (size_t i = 0; i < ndeps; i++)
 		if (!fake_pool_live(&node_pool, deps[i]) || deps[i]->graph != g)
 			return CUDA_ERROR_INVALID_VALUE;
@@ -367,10 +366,10 @@ static CUresult child_add(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, 
 			  const CUDA_CHILD_GRAPH_NODE_PARAMS *c)
 {
 	CUgraph child = c->graph;
-	if (!fake_pool_live(&graph_pool, g) || !fake_pool_live(&graph_pool, child) || child == g ||
-	    child->owner)
+	if (!fake_pool_live(&graph_pool, g) || !fake_pool_live(&graph_pool, child) || child == g)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (c->ownership != CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE)
+	/* moved once already (the driver's answer), or cloned */
+	if (child->owner || c->ownership != CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE)
 		return CUDA_ERROR_NOT_SUPPORTED;
 	CUgraphNode *nodes = fake_grow(g->nodes, &g->cap, g->n + 1 + child->n, sizeof(*nodes));
 	if (!nodes)
@@ -513,12 +512,14 @@ CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph h
 					     unsigned long long flags)
 {
 	FAKE_ENTER();
-	if (!phGraphExec || !fake_pool_live(&graph_pool, hGraph) || hGraph->owner /* a moved child */ ||
+	if (!phGraphExec || !fake_pool_live(&graph_pool, hGraph) ||
 	    (flags & ~(unsigned long long)(CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH |
 					   CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD |
 					   CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH |
 					   CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY)))
 		return fake_leave(CUDA_ERROR_INVALID_VALUE);
+	if (hGraph->owner) /* a moved child (the driver's answer) */
+		return fake_leave(CUDA_ERROR_NOT_SUPPORTED);
 	CUgraphExec e = fake_pool_take(&exec_pool);
 	if (!e)
 		return fake_leave(CUDA_ERROR_OUT_OF_MEMORY);
