@@ -48,7 +48,7 @@ struct alloc {
 };
 static struct cg_table allocs = CG_TABLE_INIT;
 /* VMM physical handle -> its tag + HANDLE_REF x the references the
- * program holds on it (shim/memory.c, "virtual memory management"). */
+ * program holds on it (created(), below). */
 static struct cg_table handles = CG_TABLE_INIT;
 #define HANDLE_REF ((uintptr_t)1 << 16)
 /* Granules known not to be device memory (direct-mapped, lossy), and how
