@@ -3,6 +3,7 @@
 #include <limits.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "gmm_internal.h"
 
@@ -369,7 +370,14 @@ static CUresult enqueue(const struct cg_gmm_driver *drv, CUcontext ctx, CUstream
 		tail.tiles = (int)(r_last * split);
 		tail.tail0 = (int)(tiles - r_last);
 		tail.tail_split = split;
-		return launch(drv, mod, s, p, form, tail_id, tail, (unsigned)tail.tiles, BEHIND);
+		if ((r = launch(drv, mod, s, p, form, tail_id, tail, (unsigned)tail.tiles, BEHIND)) != CUDA_SUCCESS) {
+			char why[200];
+			snprintf(why, sizeof why, "%s", cg_gmm_last_error());
+			return cg_gmm_fail(r, "%s: the last %lld of D's %lld tiles of 128 x 256 are not computed (the main "
+					      "launch before it was queued); the call failed, run it again",
+					   why, (long long)r_last, (long long)tiles);
+		}
+		return CUDA_SUCCESS;
 	}
 	return launch(drv, mod, s, p, form, id, args, grid, ALONE);
 }

@@ -189,10 +189,15 @@ static CUcontext device0_current(void)
 static const char *refuse;
 /* launch_one: where set, the first kernel launched, as *first_launch */
 static struct fake_launch_info *first_launch;
+/* launch_one: where set, the plain launch after the first fails with this
+ * (the expected result then) */
+static CUresult fail_second;
 
 static void keep_launch(void *out)
 {
 	fake_last_launch(out);
+	if (fail_second)
+		fake_fail_next("cuLaunchKernel", fail_second);
 }
 
 static int launch_one(const char *what, int form, int dtype, int b_layout, unsigned flags, const int64_t strides[3],
@@ -218,6 +223,8 @@ static int launch_one(const char *what, int form, int dtype, int b_layout, unsig
 				    strides[2], m, n, k, g)
 			   : (form == CG_GMM_FORM_OFFS ? offs : form == CG_GMM_FORM_PSUM ? psum : contiguous)(
 				 0, dtype, b_layout, flags, a, b, d, index, *sfa, sfb, strides[0], strides[1], m, n, k, g);
+	if (fail_second && rc == (int)fail_second)
+		return 0;
 	accepted(rc);
 	if (rc != CUDA_SUCCESS)
 		return 0;
@@ -349,8 +356,10 @@ END_TEST
  * k-steps or more, in
  * the contiguous form, the only one whose tiles the host can count: as 4r
  * parts of 64 x 128 where r <= 33, else as 2r of 64 x 256.  Each choice
- * twice: the second time the driver refuses the overlap, and the tail runs
- * all the same, launched plainly after the main launch. */
+ * three times: the second time the driver refuses the overlap, and the
+ * tail runs all the same, launched plainly after the main launch; the third
+ * time it refuses that plain launch too, and the call fails saying which of
+ * D's tiles are left out. */
 static const struct tail_choice {
 	const char *what;
 	int form, dtype, b_layout;
@@ -395,19 +404,31 @@ static const struct tail_choice {
 START_TEST(last_round)
 {
 	const struct tail_choice *c = &tail_choices[_i % TAIL_CHOICES];
-	const int refused = _i >= TAIL_CHOICES;
+	const int refused = _i >= TAIL_CHOICES, failed = _i >= 2 * TAIL_CHOICES;
 	static const int64_t row_major[3] = {0, 0, 0};
 	struct fake_launch_info ran, first = {.argbytes = 0};
 	CUdeviceptr sfa;
 	fake_trace_start();
 	refuse = refused ? "cuLaunchKernelEx" : NULL;
+	fail_second = failed ? CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES : 0;
 	first_launch = &first;
 	const int launched_any =
 		launch_one(c->what, c->form, c->dtype, c->b_layout, 0, row_major, 0, c->m, c->n, c->k, c->g, &ran, &sfa);
 	refuse = NULL;
+	fail_second = 0;
 	first_launch = NULL;
-	if (!launched_any)
+	if (!launched_any && strstr(last_error(), "without nvcc"))
 		return; /* no kernels in this build */
+	if (failed && c->tail) {
+		const int64_t total = (c->m + 127) / 128 * ((c->n + 255) / 256);
+		char lacks[64];
+		snprintf(lacks, sizeof lacks, "the last %lld of D's %lld tiles", (long long)(total - c->tail0),
+			 (long long)total);
+		ck_assert_msg(!launched_any && strstr(last_error(), lacks) && strstr(last_error(), c->tail),
+			      "%s: the tail failing after the main launch said \"%s\"", c->what, last_error());
+		return;
+	}
+	ck_assert_msg(launched_any, "%s: %s", c->what, last_error());
 	static struct fake_call trace[64];
 	const size_t n = fake_trace(trace, 64);
 	const char *launched[3] = {NULL, NULL, NULL};
@@ -529,7 +550,7 @@ int main(void)
 	tcase_add_checked_fixture(k, setup, NULL);
 	tcase_add_loop_test(k, kernel_by_shape, 0, sizeof choices / sizeof choices[0]);
 	tcase_add_loop_test(k, sfa_by_tma, 0, sizeof sfa_choices / sizeof sfa_choices[0]);
-	tcase_add_loop_test(k, last_round, 0, 2 * TAIL_CHOICES);
+	tcase_add_loop_test(k, last_round, 0, 3 * TAIL_CHOICES);
 	tcase_add_test(k, default_stream_without_context);
 	tcase_add_test(k, failed_load_is_kept_not_unloaded);
 	suite_add_tcase(s, k);
