@@ -331,6 +331,8 @@ CUresult fake_mem_alloc_device(CUdevice dev, CUcontext ctx, CUmemoryPool pool, s
 CUresult fake_mem_alloc_pool_host(CUcontext ctx, CUmemoryPool pool, size_t size, CUdeviceptr *out);
 void fake_mem_drop_ctx(CUcontext ctx);
 void fake_mem_drop_pool(CUmemoryPool pool);
+/* An access descriptor the driver takes: a valid device, a known protection (vmm.c). */
+bool fake_access_desc_valid(const CUmemAccessDesc *d);
 /* Maps m (its size set) at the lowest granule of the shared range with room for it (ipc.c). */
 CUresult fake_mem_map_shared(struct fake_alloc m, CUdeviceptr *out);
 void fake_extmem_drop_ctx(CUcontext ctx); /* external.c */

@@ -62,11 +62,7 @@ static CUresult access_bits(const CUmemAccessDesc *acc, size_t nacc, unsigned *b
 	if ((nacc && !acc) || nacc > (size_t)fake_ndev)
 		return CUDA_ERROR_INVALID_VALUE;
 	for (size_t i = 0; i < nacc; i++) {
-		if (acc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
-		    !fake_dev_valid(acc[i].location.id) ||
-		    (acc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_NONE &&
-		     acc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READ &&
-		     acc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE))
+		if (!fake_access_desc_valid(&acc[i]))
 			return CUDA_ERROR_INVALID_VALUE;
 		if (acc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_NONE)
 			*bits |= 1u << acc[i].location.id;

@@ -14,8 +14,9 @@ struct fake_phys {
 	size_t size;
 	CUmemAllocationHandleType types; /* requested at creation: what it may be exported as */
 	unsigned nmaps;
-	unsigned refs; /* the program's: cuMemCreate or an import, each retain; a release drops one */
-	bool released; /* no reference left: freed once the last mapping goes, usable only once retained */
+	/* the program's: cuMemCreate or an import, each retain; a release drops one.  With none
+	 * left the handle is usable only once retained, and freed once the last mapping goes. */
+	unsigned refs;
 };
 
 /* What an exported file descriptor stands for: FAKE_EXPORT_FD + i names exports[i] (no
@@ -146,7 +147,7 @@ CUresult CUDAAPI cuMemExportToShareableHandle(void *shareableHandle,
 {
 	FAKE_ENTER();
 	const struct fake_phys *p = phys_of(handle);
-	if (!shareableHandle || !p || p->released || flags != 0 ||
+	if (!shareableHandle || !p || p->refs == 0 || flags != 0 ||
 	    handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR || !(p->types & handleType))
 		return fake_leave(CUDA_ERROR_INVALID_VALUE);
 	struct export *grown = fake_grow(exports, &capexports, nexports + 1, sizeof(*exports));
@@ -185,7 +186,7 @@ CUresult CUDAAPI cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *pro
 {
 	FAKE_ENTER();
 	const struct fake_phys *p = phys_of(handle);
-	if (!prop || !p || p->released)
+	if (!prop || !p || p->refs == 0)
 		return fake_leave(CUDA_ERROR_INVALID_VALUE);
 	*prop = (CUmemAllocationProp){.type = CU_MEM_ALLOCATION_TYPE_PINNED,
 				      .requestedHandleTypes = p->types,
@@ -195,7 +196,7 @@ CUresult CUDAAPI cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *pro
 
 static void phys_put(struct fake_phys *p)
 {
-	if (p->released && p->nmaps == 0)
+	if (p->refs == 0 && p->nmaps == 0)
 		fake_pool_give(&phys_pool, p);
 }
 
@@ -203,9 +204,9 @@ CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle)
 {
 	FAKE_ENTER();
 	struct fake_phys *p = phys_of(handle);
-	if (!p || p->released)
+	if (!p || p->refs == 0)
 		return fake_leave(CUDA_ERROR_INVALID_VALUE);
-	p->released = --p->refs == 0;
+	p->refs--;
 	phys_put(p);
 	return fake_leave(CUDA_SUCCESS);
 }
@@ -220,7 +221,6 @@ CUresult CUDAAPI cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handl
 		return fake_leave(CUDA_ERROR_INVALID_VALUE);
 	struct fake_phys *p = a->phys;
 	p->refs++;
-	p->released = false;
 	*handle = (CUmemGenericAllocationHandle)(uintptr_t)p;
 	return fake_leave(CUDA_SUCCESS);
 }
@@ -231,7 +231,7 @@ CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
 	FAKE_ENTER();
 	struct fake_phys *p = phys_of(handle);
 	const struct reservation *r = reservation_of(ptr, size);
-	if (!p || p->released || flags != 0 || size == 0 || !granular(ptr) || !granular(size) ||
+	if (!p || p->refs == 0 || flags != 0 || size == 0 || !granular(ptr) || !granular(size) ||
 	    !granular(offset) || offset > p->size || size > p->size - offset || !r)
 		return fake_leave(CUDA_ERROR_INVALID_VALUE);
 	struct fake_alloc a = {
@@ -276,6 +276,13 @@ CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size)
 	return fake_leave(CUDA_SUCCESS);
 }
 
+bool fake_access_desc_valid(const CUmemAccessDesc *d)
+{
+	return d->location.type == CU_MEM_LOCATION_TYPE_DEVICE && fake_dev_valid(d->location.id) &&
+	       (d->flags == CU_MEM_ACCESS_FLAGS_PROT_NONE || d->flags == CU_MEM_ACCESS_FLAGS_PROT_READ ||
+		d->flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+}
+
 CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc,
 				size_t count)
 {
@@ -283,11 +290,7 @@ CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessD
 	if (!desc || count == 0 || size == 0)
 		return fake_leave(CUDA_ERROR_INVALID_VALUE);
 	for (size_t i = 0; i < count; i++)
-		if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
-		    !fake_dev_valid(desc[i].location.id) ||
-		    (desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_NONE &&
-		     desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READ &&
-		     desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE))
+		if (!fake_access_desc_valid(&desc[i]))
 			return fake_leave(CUDA_ERROR_INVALID_VALUE);
 	/* The whole range must be mapped, without holes. */
 	for (CUdeviceptr p = ptr; p < ptr + size;) {
