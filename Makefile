@@ -129,7 +129,7 @@ $(BUILD)/tests/progs/%: tests/progs/%.c $(BUILD)/libpolicy.a $(FAKE_LIB) $(wildc
 HELPER_SRC := $(wildcard tests/libs/*.c)
 HELPER_LIB := $(HELPER_SRC:tests/libs/%.c=$(BUILD)/tests/libs/lib%.so)
 
-$(BUILD)/tests/libs/lib%.so: tests/libs/%.c tests/libs/%.map
+$(BUILD)/tests/libs/lib%.so: tests/libs/%.c tests/libs/%.map tests/hold.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -fvisibility=default -shared -Wl,--version-script=tests/libs/$*.map \
 	    -o $@ $< -ldl $(LDFLAGS_SAN)

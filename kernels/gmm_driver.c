@@ -1,16 +1,14 @@
 /* The driver table the grouped_mm API calls through, and its error text. */
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "gmm_internal.h"
 
-static struct cg_gmm_driver table;
 static _Atomic(const struct cg_gmm_driver *) installed;
 static _Thread_local const struct cg_gmm_driver *this_thread;
-static pthread_mutex_t install_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Thread_local char last_error[256];
 
 CUresult cg_gmm_fail(CUresult err, const char *fmt, ...)
@@ -73,12 +71,18 @@ CUresult cg_gmm_init(const struct cg_gmm_driver *drv)
 		return cg_gmm_fail(CUDA_ERROR_INVALID_VALUE, "grouped_mm: driver table lacks %s", #name);
 	CG_GMM_DRIVER_FUNCS(CG_GMM_CHECK)
 #undef CG_GMM_CHECK
-	/* the first table stays: callers already running may be using it */
-	pthread_mutex_lock(&install_lock);
-	if (!atomic_load_explicit(&installed, memory_order_relaxed)) {
-		table = *drv;
-		atomic_store_explicit(&installed, &table, memory_order_release);
-	}
-	pthread_mutex_unlock(&install_lock);
+	/* The first table stays: callers already running may be using it.  A
+	 * copy published by compare-and-swap, not under a lock, which a fork
+	 * would leave held in the child. */
+	if (atomic_load_explicit(&installed, memory_order_acquire))
+		return CUDA_SUCCESS;
+	struct cg_gmm_driver *copy = malloc(sizeof *copy);
+	if (!copy)
+		return cg_gmm_fail(CUDA_ERROR_OUT_OF_MEMORY, "grouped_mm: out of host memory");
+	*copy = *drv;
+	const struct cg_gmm_driver *none = NULL;
+	if (!atomic_compare_exchange_strong_explicit(&installed, &none, copy, memory_order_acq_rel,
+						     memory_order_acquire))
+		free(copy);
 	return CUDA_SUCCESS;
 }

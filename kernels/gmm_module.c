@@ -2,9 +2,7 @@
  * time a problem runs there, looked up by the context's unique id (a
  * CUcontext value can be reused after its context is destroyed).  Every
  * problem looks up, so lookups take no lock: entries are only ever pushed
- * at the head, complete, and never removed.  The lock orders the pushers;
- * no driver call runs under it. */
-#include <pthread.h>
+ * at the head, complete, and never removed; pushers compare and swap. */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,15 +36,20 @@ struct cg_gmm_entry {
 	struct cg_gmm_entry *next;
 };
 
-static pthread_mutex_t push_lock = PTHREAD_MUTEX_INITIALIZER;
+/* no lock, which a fork could leave held in the child */
 static _Atomic(struct cg_gmm_entry *) cache;
 
-static struct cg_gmm_entry *find(unsigned long long id)
+static struct cg_gmm_entry *find_from(struct cg_gmm_entry *e, unsigned long long id)
 {
-	for (struct cg_gmm_entry *e = atomic_load_explicit(&cache, memory_order_acquire); e; e = e->next)
+	for (; e; e = e->next)
 		if (e->ctx_id == id)
 			return e;
 	return NULL;
+}
+
+static struct cg_gmm_entry *find(unsigned long long id)
+{
+	return find_from(atomic_load_explicit(&cache, memory_order_acquire), id);
 }
 
 static CUresult device_attr(const struct cg_gmm_driver *drv, CUdevice dev, CUdevice_attribute attr, int *out)
@@ -118,17 +121,21 @@ CUresult cg_gmm_module_get(const struct cg_gmm_driver *drv, CUcontext ctx, const
 	if ((mine->rc = load_functions(drv, mine)) != CUDA_SUCCESS)
 		snprintf(mine->why, sizeof mine->why, "%s", cg_gmm_last_error());
 
-	/* another thread may have loaded the same context meanwhile: keep one */
-	pthread_mutex_lock(&push_lock);
-	e = find(id);
-	if (!e) {
-		mine->next = atomic_load_explicit(&cache, memory_order_relaxed);
-		atomic_store_explicit(&cache, mine, memory_order_release);
-		e = mine;
-		mine = NULL;
+	/* another thread may have loaded the same context meanwhile: keep one
+	 * (a failed swap means new entries in front: look among them again) */
+	struct cg_gmm_entry *head = atomic_load_explicit(&cache, memory_order_acquire);
+	for (;;) {
+		if ((e = find_from(head, id))) {
+			free(mine);
+			break;
+		}
+		mine->next = head;
+		if (atomic_compare_exchange_weak_explicit(&cache, &head, mine, memory_order_acq_rel,
+							  memory_order_acquire)) {
+			e = mine;
+			break;
+		}
 	}
-	pthread_mutex_unlock(&push_lock);
-	free(mine);
 	*out = &e->m;
 	return e->rc == CUDA_SUCCESS ? CUDA_SUCCESS : cg_gmm_fail(e->rc, "%s", e->why);
 }

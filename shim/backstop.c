@@ -306,6 +306,14 @@ void cg_backstop_start(void)
 	pthread_mutex_unlock(&sub_lock);
 }
 
+/* A thread of the parent may have been inside CUPTI's subscribe, holding
+ * the lock, at the fork: the child, which starts anew, would wait on it for
+ * ever. */
+void cg_backstop_forked(void)
+{
+	pthread_mutex_init(&sub_lock, NULL);
+}
+
 /* A profiler subscribes: CUPTI has room for one, and a user's profile must
  * never fail because of ctxguard, so the backstop gives its place up. */
 static void make_room(void)

@@ -114,6 +114,7 @@ int cg_init(const char *what)
 static void after_fork_child(void)
 {
 	cg_starting_forked();
+	cg_backstop_forked();
 	/* A start-up that another thread of the parent had under way has no
 	 * thread here to finish it: the child starts anew at its next hooked
 	 * call instead of waiting for it for ever. */

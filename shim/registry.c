@@ -18,19 +18,20 @@ static struct cg_table libs = CG_TABLE_INIT;   /* CUlibrary -> cg_mod */
 static struct cg_table fns = CG_TABLE_INIT;    /* CUfunction/CUkernel -> cg_fn */
 static _Atomic size_t nexperts;
 
-/* Unpublished records stay reachable from here (and so are not leaks). */
-static pthread_mutex_t keep_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct kept { struct kept *next; } *kept;
+/* Unpublished records stay reachable from here (and so are not leaks).
+ * Only ever pushed, by compare-and-swap: no lock that a fork could leave
+ * held in the child. */
+static struct kept { struct kept *next; } *_Atomic kept;
 
 static void *record(size_t size)
 {
 	struct kept *k = calloc(1, sizeof *k + size);
 	if (!k)
 		return NULL;
-	pthread_mutex_lock(&keep_lock);
-	k->next = kept;
-	kept = k;
-	pthread_mutex_unlock(&keep_lock);
+	k->next = atomic_load_explicit(&kept, memory_order_relaxed);
+	while (!atomic_compare_exchange_weak_explicit(&kept, &k->next, k, memory_order_release,
+						      memory_order_relaxed))
+		;
 	return k + 1;
 }
 

@@ -435,6 +435,7 @@ extern _Thread_local unsigned char cg_hooked_call CG_TLS;
  * cannot refuse a call, so an action that would refuse aborts instead. */
 extern _Thread_local unsigned char cg_backstop_checking CG_TLS;
 void cg_backstop_start(void);            /* at init, when the policy asks */
+void cg_backstop_forked(void);           /* in a forked child */
 /* Our hook for a CUPTI function the program looked up (dlsym), or NULL;
  * real is what the lookup found. */
 void *cg_backstop_hook_for(const char *name, void *real);

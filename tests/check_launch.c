@@ -237,6 +237,20 @@ START_TEST(fork_during_start_up)
 }
 END_TEST
 
+/* The same with the start-up inside CUPTI's subscribe, the backstop's lock
+ * held: the child starts anew and takes that lock itself. */
+START_TEST(fork_during_backstop_subscribe)
+{
+	char cupti[4200], fifo[128];
+	snprintf(cupti, sizeof cupti, "CTXGUARD_CUPTI=%s/fake/cupti/libcupti.so", build_dir());
+	snprintf(fifo, sizeof fifo, "/tmp/ctxguard-forksub-%d", (int)getpid());
+	const char *env[] = {"CTXGUARD_BACKSTOP=1", cupti, NULL};
+	const char *argv[] = {"tests/progs/forkstart", fifo, "CG_FAKE_CUPTI_HOLD", NULL};
+	spawn(&r, env, argv);
+	ck_assert_msg(exited(&r, 0) && strstr(r.out, "forkstart: ok"), "%s%s", r.out, r.err);
+}
+END_TEST
+
 /* The fake driver's own checks of the semantics the suites rely on
  * (tests/progs/fake_selftest), without the shim: run here so that they
  * cannot drift from the fake unnoticed. */
@@ -561,6 +575,7 @@ static Suite *suite(void)
 	tcase_add_test(t, loads_after_start_up);
 	tcase_add_test(t, local_library_lookups_keep_the_caller);
 	tcase_add_test(t, fork_during_start_up);
+	tcase_add_test(t, fork_during_backstop_subscribe);
 	tcase_add_test(t, start_up_waits_for_the_loader_lock);
 	tcase_add_test(t, scope_decides_for_other_kernels);
 	tcase_add_test(t, summary_line_at_exit);

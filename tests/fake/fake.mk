@@ -25,7 +25,7 @@ $(BUILD)/fake/libcuda.so: $(FAKE_LIB)
 # libcuda's directory so that nothing finds it unless CTXGUARD_CUPTI names it.
 FAKE_CUPTI := $(BUILD)/fake/cupti/libcupti.so
 
-$(FAKE_CUPTI): tests/fake/cupti/cupti.c tests/fake/fake_api.h $(FAKE_LIB)
+$(FAKE_CUPTI): tests/fake/cupti/cupti.c tests/fake/fake_api.h tests/hold.h $(FAKE_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -fvisibility=default -I$(FAKE_CUDA_INCLUDE) -shared -fPIC \
 		-Wl,-soname,libcupti.so -o $@ $< -ldl -lpthread

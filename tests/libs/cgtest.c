@@ -24,6 +24,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../hold.h"
+
 int cgtest_marker = 1;
 int cuCgtestMarker = 2;    /* a "cu" name, as libcuda's are */
 
@@ -45,12 +47,7 @@ __attribute__((constructor)) static void hold(void)
 	const char *fifo = getenv("CG_TEST_HOLD");
 	if (!fifo || !*fifo)
 		return;
-	int fd = open(fifo, O_RDONLY);
-	char c;
-	while (fd >= 0 && read(fd, &c, 1) > 0)
-		;
-	if (fd >= 0)
-		close(fd);
+	hold_on_fifo(fifo);
 }
 
 const char *cgtest_during_start_up = "not run";

@@ -1,10 +1,12 @@
 /* A fork while another thread is starting the shim: the child has no
  * thread to finish that start-up, and must not wait for it.  The first
  * hooked call (a dlsym on libcuda, in a thread) starts the shim, which
- * loads CTXGUARD_CUPTI = libcgtest.so, whose constructor holds while the
- * FIFO argv[1] is open for writing; the fork comes then, and the child
- * makes a hooked call of its own.  Exit 0 and "forkstart: ok" when it
- * returns. */
+ * loads CTXGUARD_CUPTI; the library holds while the FIFO argv[1] is open
+ * for writing, where the variable argv[2] (default CG_TEST_HOLD) tells it
+ * to: libcgtest.so in its constructor, the fake CUPTI in its subscribe
+ * (CG_FAKE_CUPTI_HOLD, the shim's backstop lock held).  The fork comes
+ * then, and the child makes a hooked call of its own.  Exit 0 and
+ * "forkstart: ok" when it returns. */
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -24,13 +26,13 @@ static void *first_lookup(void *unused)
 
 int main(int argc, char **argv)
 {
-	if (argc != 2) {
-		fprintf(stderr, "usage: forkstart FIFO\n");
+	if (argc != 2 && argc != 3) {
+		fprintf(stderr, "usage: forkstart FIFO [VARIABLE]\n");
 		return 2;
 	}
-	const char *fifo = argv[1];
+	const char *fifo = argv[1], *var = argc == 3 ? argv[2] : "CG_TEST_HOLD";
 	unlink(fifo);
-	if (mkfifo(fifo, 0600) != 0 || setenv("CG_TEST_HOLD", fifo, 1) != 0) {
+	if (mkfifo(fifo, 0600) != 0 || setenv(var, fifo, 1) != 0) {
 		perror("forkstart: mkfifo");
 		return 2;
 	}
@@ -47,7 +49,7 @@ int main(int argc, char **argv)
 		if ((w = open(fifo, O_WRONLY | O_NONBLOCK)) < 0)
 			usleep(10000);
 	if (w < 0) {
-		puts("forkstart: the shim never loaded CTXGUARD_CUPTI");
+		puts("forkstart: the shim never reached CTXGUARD_CUPTI's hold");
 		return 2;
 	}
 	fflush(stdout);

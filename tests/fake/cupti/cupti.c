@@ -4,12 +4,17 @@
  * CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED), nothing is enabled at
  * subscribe, and a callback receives a CUpti_CallbackData whose
  * functionParams points at the call's cu*_params struct.  Like CUPTI it
- * may be loaded before the driver: libcuda is found at subscribe. */
+ * may be loaded before the driver: libcuda is found at subscribe.
+ * While CG_FAKE_CUPTI_HOLD names a FIFO, the first subscribe blocks until
+ * the FIFO's writer closes it (tests/progs/forkstart.c forks then). */
 #include <cupti.h>
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "../../hold.h"
 #include "../fake_api.h"
 
 struct CUpti_Subscriber_st {
@@ -47,9 +52,20 @@ static void dispatch(int site, unsigned cbid, const char *name, const void *para
 	fn(userdata, CUPTI_CB_DOMAIN_DRIVER_API, cbid, &d);
 }
 
+/* Once per process image: a fork child inherits "held". */
+static void hold_once(void)
+{
+	static _Atomic int held;
+	const char *fifo = getenv("CG_FAKE_CUPTI_HOLD");
+	if (!fifo || !*fifo || atomic_exchange(&held, 1))
+		return;
+	hold_on_fifo(fifo);
+}
+
 static CUptiResult subscribe(CUpti_SubscriberHandle *subscriber, CUpti_CallbackFunc fn,
 			     void *userdata)
 {
+	hold_once();
 	if (!subscriber)
 		return CUPTI_ERROR_INVALID_PARAMETER;
 	void *cuda = dlopen("libcuda.so.1", RTLD_NOW);
