@@ -762,15 +762,13 @@ START_TEST(graph_memory_of_a_moved_child)
 }
 END_TEST
 
-/* Memory a context opened through IPC (_i 0) or imported from a pool (1)
- * is unmapped at its end, no close or free called: device 0's memory
- * mapped past the hooks at those addresses afterwards is device 0's. */
-START_TEST(shared_memory_ends_with_its_context)
+/* Memory a context opened through IPC is unmapped at its end, no close
+ * called: device 0's memory mapped past the hooks at those addresses
+ * afterwards is device 0's. */
+START_TEST(ipc_memory_ends_with_its_context)
 {
 	setup();
 	CUipcMemHandle h[2] = {exported(0), exported(1)};
-	CUmemoryPool pool[2];
-	CUmemPoolPtrExportData data[2] = {pool_exported(0, &pool[0]), pool_exported(1, &pool[1])};
 	CUresult (*open_unseen)(CUdeviceptr *, CUipcMemHandle, unsigned) =
 		fake_entry_point("cuIpcOpenMemHandle", 0);
 	CUcontext c;
@@ -778,21 +776,34 @@ START_TEST(shared_memory_ends_with_its_context)
 	CUdeviceptr v, again;
 	ck_assert_int_eq(cuDeviceGet(&d0, 0), CUDA_SUCCESS);
 	ck_assert_int_eq(cuCtxCreate(&c, NULL, 0, d0), CUDA_SUCCESS);
-	if (_i)
-		ck_assert_int_eq(cuMemPoolImportPointer(&v, pool[1], &data[1]), CUDA_SUCCESS);
-	else
-		ck_assert_int_eq(cuIpcOpenMemHandle(&v, h[1], CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
-				 CUDA_SUCCESS);
+	ck_assert_int_eq(cuIpcOpenMemHandle(&v, h[1], CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS), CUDA_SUCCESS);
 	ck_assert_int_eq(cuCtxDestroy(c), CUDA_SUCCESS);
-	if (_i) {
-		again = import_unseen(pool[0], &data[0]);
-	} else {
-		ck_assert_int_eq(cuCtxSetCurrent(ctx[0]), CUDA_SUCCESS);
-		ck_assert_int_eq(open_unseen(&again, h[0], CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
-				 CUDA_SUCCESS);
-	}
+	ck_assert_int_eq(cuCtxSetCurrent(ctx[0]), CUDA_SUCCESS);
+	ck_assert_int_eq(open_unseen(&again, h[0], CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS), CUDA_SUCCESS);
 	ck_assert_msg(again == v, "the fake did not reuse the addresses");
 	own_operands_run(v, "device 0's memory where an ended context's mapping was");
+}
+END_TEST
+
+/* A pool's pointer imported from another process belongs to no context and
+ * outlives the context that imported it: after that context's end, device
+ * 1's imported memory is still device 1's to a device 0 launch. */
+START_TEST(pool_import_outlives_its_context)
+{
+	setup();
+	CUmemoryPool pool;
+	CUmemPoolPtrExportData data = pool_exported(1, &pool);
+	CUcontext c;
+	CUdevice d0;
+	CUdeviceptr own = dev_alloc(0), v;
+	CUtensorMap t = tmap_over(own);
+	ck_assert_int_eq(cuDeviceGet(&d0, 0), CUDA_SUCCESS);
+	ck_assert_int_eq(cuCtxCreate(&c, NULL, 0, d0), CUDA_SUCCESS);
+	ck_assert_int_eq(cuMemPoolImportPointer(&v, pool, &data), CUDA_SUCCESS);
+	ck_assert_int_eq(cuCtxDestroy(c), CUDA_SUCCESS);
+	ck_assert_int_eq(cuCtxSetCurrent(ctx[0]), CUDA_SUCCESS);
+	assert_refused(launch(own, v + 64, &t, &t), "imported by a context that ended");
+	ck_assert_int_eq(cuMemFree(v), CUDA_SUCCESS);
 }
 END_TEST
 
@@ -1479,7 +1490,8 @@ int main(void)
 	tcase_add_test(t, map_racing_a_lookup);
 	tcase_add_loop_test(t, graph_memory_where_none_was, 0, 2);
 	tcase_add_loop_test(t, graph_memory_of_a_moved_child, 0, 2);
-	tcase_add_loop_test(t, shared_memory_ends_with_its_context, 0, 2);
+	tcase_add_test(t, ipc_memory_ends_with_its_context);
+	tcase_add_test(t, pool_import_outlives_its_context);
 	tcase_add_test(t, external_memory_ends_with_its_context);
 	tcase_add_loop_test(t, graph_memory_ends_with_any_context, 0, 2);
 	tcase_add_test(t, free_of_memory_never_seen_allocated);
