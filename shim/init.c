@@ -113,8 +113,10 @@ int cg_init(const char *what)
  * and its own log file (%p), keeping the policy and the real functions. */
 static void after_fork_child(void)
 {
+	/* Locks a start-up under way in another thread may hold. */
 	cg_starting_forked();
 	cg_backstop_forked();
+	cg_status_forked();
 	/* A start-up that another thread of the parent had under way has no
 	 * thread here to finish it: the child starts anew at its next hooked
 	 * call instead of waiting for it for ever. */
@@ -124,6 +126,7 @@ static void after_fork_child(void)
 	if (atomic_load(&cg_state) != 2)
 		return;
 	cg_registry_reset();
+	cg_tmap_reset();
 	cg_context_reset();
 	cg_memory_reset();
 	cg_device_forked();

@@ -264,6 +264,15 @@ void cg_status_word(const char *word)
 		status_line(word);
 }
 
+/* The child's words are its own.  Whatever the state: a start-up in the
+ * parent's other thread may have held the lock at the fork (the backstop
+ * saying "unwatched"), and the child starts anew. */
+void cg_status_forked(void)
+{
+	pthread_mutex_init(&words_lock, NULL);
+	memset(words_said, 0, sizeof words_said);
+}
+
 /* After fork the child counts from zero and writes its own log (%p),
  * opened on first use: nothing heavier than close() runs in the handler. */
 void cg_report_forked(void)
@@ -273,8 +282,6 @@ void cg_report_forked(void)
 	if (log_fd != LOG_NONE)
 		log_fd = LOG_REOPEN;
 	cg_identity_forked();
-	pthread_mutex_init(&words_lock, NULL);
-	memset(words_said, 0, sizeof words_said);
 	memset(pool, 0, sizeof pool);
 	atomic_store(&next_block, 0);
 	mine = NULL;

@@ -350,6 +350,7 @@ struct cg_tmap {
 /* The tensor map whose 128 descriptor bytes are desc, if ctxguard saw it
  * encoded (bounded: the oldest are forgotten). */
 int cg_tmap_find(const void *desc, struct cg_tmap *out);
+void cg_tmap_reset(void);                /* in a forked child */
 /* Bit i set: word i of every descriptor encoded so far held its global
  * address (shim/tensormap.c learns it); CG_TMAP_WORDS masks those bits. */
 extern _Atomic uint32_t cg_tmap_addr_words;
@@ -521,6 +522,7 @@ void cg_status_crossing(int action);         /* for the ctxguard command */
 /* A status line of its own ("unhooked", "unwatched", "unchecked",
  * "unmapped"): each word once per process, however often it is said. */
 void cg_status_word(const char *word);
+void cg_status_forked(void);                 /* in a forked child */
 void cg_report_summary(void);
 
 /* ---- who writes (shim/identity.c) ---- */

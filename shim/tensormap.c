@@ -151,6 +151,21 @@ static int lookup(const void *desc, uint64_t *iw, int n)
 	return 0;
 }
 
+/* In a forked child: the parent's descriptors name memory of CUDA state
+ * the child does not have, and a thread of the parent may have held a
+ * set's lock at the fork. */
+void cg_tmap_reset(void)
+{
+	for (int i = 0; i < SETS; i++) {
+		for (int w = 0; w < WAYS; w++) {
+			atomic_store_explicit(&sets[i].e[w].seq, 0, memory_order_relaxed);
+			atomic_store_explicit(&sets[i].e[w].hash, 0, memory_order_relaxed);
+		}
+		sets[i].next = 0;
+	}
+	init_locks();
+}
+
 int cg_tmap_find(const void *desc, struct cg_tmap *out)
 {
 	uint64_t iw[IWORDS];
