@@ -178,12 +178,6 @@ static CUcontext device0_current(void)
 	return ctx;
 }
 
-/* One fp8 or bf16 problem of the given form launched on the fake in device
- * 0's primary context: its operands fresh address ranges (the fake backs
- * nothing: sizes need not be exact), sfa sfa_offset bytes into its range
- * (*sfa set to that address), sfa strides (m, k, g) as the ctypes API takes
- * them.  Returns whether it launched (false in a build without kernels),
- * the launch in *ran. */
 /* launch_one: where set, the next call of this entry point fails with
  * CUDA_ERROR_NOT_SUPPORTED */
 static const char *refuse;
@@ -200,6 +194,12 @@ static void keep_launch(void *out)
 		fake_fail_next("cuLaunchKernel", fail_second);
 }
 
+/* One fp8 or bf16 problem of the given form launched on the fake in device
+ * 0's primary context: its operands fresh address ranges (the fake backs
+ * nothing: sizes need not be exact), sfa sfa_offset bytes into its range
+ * (*sfa set to that address), sfa strides (m, k, g) as the ctypes API takes
+ * them.  Returns whether it launched (false in a build without kernels),
+ * the launch in *ran. */
 static int launch_one(const char *what, int form, int dtype, int b_layout, unsigned flags, const int64_t strides[3],
 		      uint64_t sfa_offset, int64_t m, int64_t n, int64_t k, int64_t g, struct fake_launch_info *ran,
 		      CUdeviceptr *sfa)
