@@ -7,6 +7,7 @@
 #   $(BUILD)/kernels/libcg_gmm.so  the host API and kernels alone, for the
 #                   GPU tests and benchmark:
 #                   make -f kernels/kernels.mk BUILD=build gmm-standalone
+#   bench-passes    the consumer loop's pass structures timed alone (GPU)
 # Without nvcc the host API is built with -DCG_NO_KERNELS: every call
 # returns CUDA_ERROR_NOT_SUPPORTED and says why.
 
@@ -32,6 +33,16 @@ $(KERNELS_FATBIN): $(KERNELS_CU) $(KERNELS_DEPS) kernels/kernels.mk
 	$(NVCC) $(KERNELS_NVCCFLAGS) $(KERNELS_GENCODE) -fatbin -o $@ $(KERNELS_CU) 2>$@.log; \
 	    status=$$?; cat $@.log; \
 	    if [ $$status -ne 0 ] || grep -q "(C75" $@.log; then rm -f $@; exit 1; fi
+
+# The consumer loop's pass structures on the tensor pipe alone (one H200;
+# kernels/NOTES.md v27): bench_passes.cu, not part of the fatbin.
+$(BUILD)/kernels/bench_passes: kernels/bench_passes.cu $(KERNELS_DEPS) kernels/kernels.mk
+	@mkdir -p $(@D)
+	$(NVCC) $(KERNELS_NVCCFLAGS) -gencode=arch=compute_90a,code=sm_90a -Ikernels -o $@ $<
+
+.PHONY: bench-passes
+bench-passes: $(BUILD)/kernels/bench_passes
+	$(BUILD)/kernels/bench_passes
 else
 $(info kernels: $(NVCC) not found: building the grouped_mm host API without kernels (-DCG_NO_KERNELS); its calls return CUDA_ERROR_NOT_SUPPORTED)
 KERNELS_FATBIN :=

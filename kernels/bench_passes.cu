@@ -1,0 +1,195 @@
+/* The fp8 consumer loop's pass structures on the tensor pipe alone: no
+ * TMA, no barriers, no epilogue, operands resident in shared memory, the
+ * kernels' own wgmma wrappers (gmm_sm90.cuh).  Two consumer warpgroups per
+ * block, one block per multiprocessor, as in the 128 x 256 kernel.  What a
+ * structure reaches here is its ceiling in the real kernel; how far below
+ * it the real kernel runs is what loads and barriers cost
+ * (kernels/NOTES.md v27).  One H200:  make bench-passes */
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "gmm_kernels.h"
+#include "gmm_sched.cuh"
+#include "gmm_sm90.cuh"
+
+using namespace cg;
+
+/* D(64 x 192) (+)= A(64 x 32) * B(32 x 192), e4m3: DeepGEMM's pass */
+__device__ __forceinline__ void wgmma_fp8_192(float (&d)[96], uint64_t da, uint64_t db, int scale_d)
+{
+	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"
+		     "wgmma.mma_async.sync.aligned.m64n192k32.f32.e4m3.e4m3 "
+		     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "
+		     "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, "
+		     "%40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, "
+		     "%60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+		     "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95}, %96, %97, p, 1, 1;\n}\n"
+		     : CG_F64(d, 0), CG_F16(d, 64), CG_F16(d, 80)
+		     : "l"(da), "l"(db), "r"(scale_d));
+}
+
+enum { FOUR_64, TWO_128, ONE_192, ONE_192_STAGGER, ONE_192_BARE, NMODES };
+static const char *const mode_name[NMODES] = {
+	"4 pipelined passes of m64n64k32 x4, 32 FFMA each (ours)",
+	"2 passes of m64n128k32 x4, each waited, 64 FFMA each",
+	"1 pass of m64n192k32 x4, waited, 96 FFMA (DeepGEMM's)",
+	"... the second warpgroup started 500 clocks late",
+	"1 pass of m64n192k32 x4, waited, no promotion",
+};
+static const int mode_cols[NMODES] = {256, 256, 192, 192, 192};
+
+extern __shared__ __align__(1024) unsigned char bench_smem[];
+
+/* iters k-steps of 128 channels over one 64 x cols share per warpgroup;
+ * cyc: the block's clocks; sink keeps the sums alive */
+template <int MODE>
+__global__ void __launch_bounds__(256, 1) passes(int iters, long long *cyc, float *sink, float s)
+{
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+	const int wg = threadIdx.x / 128;
+	const Desc a(smem_u32(bench_smem) + wg * 8192, 16, 1024), b(smem_u32(bench_smem) + 16384, 16, 1024);
+	/* the partial sums each structure needs (the others fold away) */
+	float acc[128], p64[2][32], p128[64], p192[96];
+#pragma unroll
+	for (int i = 0; i < 128; ++i)
+		acc[i] = 0.f;
+#pragma unroll
+	for (int i = 0; i < 32; ++i)
+		p64[0][i] = p64[1][i] = 0.f;
+#pragma unroll
+	for (int i = 0; i < 64; ++i)
+		p128[i] = 0.f;
+#pragma unroll
+	for (int i = 0; i < 96; ++i)
+		p192[i] = 0.f;
+	__syncthreads();
+	/* out of phase: each warpgroup's promotion no longer meets the other's */
+	if (MODE == ONE_192_STAGGER && wg == 1)
+		for (const long long w = clock64(); clock64() - w < 500;)
+			;
+	const long long t0 = clock64();
+	for (int it = 0; it < iters; ++it) {
+		if constexpr (MODE == FOUR_64) {
+			auto promote = [&](int p) {
+				fence_regs(p64[p & 1]);
+#pragma unroll
+				for (int i = 0; i < 32; ++i)
+					acc[32 * p + i] = fmaf(p64[p & 1][i], s, acc[32 * p + i]);
+			};
+#pragma unroll
+			for (int p = 0; p < 4; ++p) {
+				wgmma_fence();
+#pragma unroll
+				for (int k = 0; k < 4; ++k)
+					wgmma_fp8(p64[p & 1], a.at(k * 32), b.at(p * 64 * 128 + k * 32), k != 0);
+				wgmma_commit();
+				if (p > 0) {
+					wgmma_wait<1>();
+					promote(p - 1);
+				}
+			}
+			wgmma_wait<0>();
+			promote(3);
+		} else if constexpr (MODE == TWO_128) {
+#pragma unroll
+			for (int p = 0; p < 2; ++p) {
+				wgmma_fence();
+#pragma unroll
+				for (int k = 0; k < 4; ++k)
+					wgmma_fp8(p128, a.at(k * 32), b.at(p * 128 * 128 + k * 32), k != 0);
+				wgmma_commit();
+				wgmma_wait<0>();
+				fence_regs(p128);
+#pragma unroll
+				for (int i = 0; i < 64; ++i)
+					acc[64 * p + i] = fmaf(p128[i], s, acc[64 * p + i]);
+			}
+		} else {
+			wgmma_fence();
+#pragma unroll
+			for (int k = 0; k < 4; ++k) /* bare: summed across k-steps, else ptxas drops the dead ones */
+				wgmma_fp8_192(p192, a.at(k * 32), b.at(k * 32), MODE == ONE_192_BARE || k != 0);
+			wgmma_commit();
+			wgmma_wait<0>();
+			fence_regs(p192);
+			if constexpr (MODE != ONE_192_BARE) {
+#pragma unroll
+				for (int i = 0; i < 96; ++i)
+					acc[i] = fmaf(p192[i], s, acc[i]);
+			}
+		}
+	}
+	const long long t1 = clock64();
+	float x = 0.f;
+#pragma unroll
+	for (int i = 0; i < 128; ++i)
+		x += acc[i];
+#pragma unroll
+	for (int i = 0; i < 96; ++i)
+		x += p192[i] + (i < 64 ? p128[i] : 0.f) + (i < 32 ? p64[0][i] + p64[1][i] : 0.f);
+	sink[blockIdx.x * blockDim.x + threadIdx.x] = x;
+	if (threadIdx.x == 0)
+		cyc[blockIdx.x] = t1 - t0;
+#else
+	(void)iters;
+	(void)cyc;
+	(void)sink;
+	(void)s;
+	__trap();
+#endif
+}
+
+#define CHECK(x)                                                                          \
+	do {                                                                              \
+		cudaError_t e_ = (x);                                                     \
+		if (e_ != cudaSuccess) {                                                  \
+			fprintf(stderr, "bench_passes: %s: %s\n", #x, cudaGetErrorString(e_)); \
+			return 1;                                                         \
+		}                                                                         \
+	} while (0)
+
+template <int MODE>
+static int run(int nsm, long long *cyc, float *sink)
+{
+	const int smem = 48 * 1024, iters = 4096, reps = 7;
+	CHECK(cudaFuncSetAttribute(passes<MODE>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+	passes<MODE><<<nsm, 256, smem>>>(64, cyc, sink, 1.f);
+	CHECK(cudaDeviceSynchronize());
+	double clk = 0;
+	for (int r = 0; r < reps; ++r) {
+		passes<MODE><<<nsm, 256, smem>>>(iters, cyc, sink, 1.f);
+		long long h[1024];
+		CHECK(cudaMemcpy(h, cyc, nsm * sizeof(*h), cudaMemcpyDeviceToHost));
+		double mean = 0;
+		for (int i = 0; i < nsm; ++i)
+			mean += (double)h[i] / nsm;
+		clk = r ? (mean < clk ? mean : clk) : mean;
+	}
+	/* two warpgroups, 64 rows x cols x 128 channels a k-step each */
+	const double fma = 2.0 * 64 * mode_cols[MODE] * 128 * iters;
+	printf("%-58s %5.0f FMA/clk/SM  %3.0f%% of 4096\n", mode_name[MODE], fma / clk, 100 * fma / clk / 4096);
+	return 0;
+}
+
+int main(void)
+{
+	int dev, nsm, major;
+	CHECK(cudaGetDevice(&dev));
+	CHECK(cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev));
+	CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+	if (major != 9) {
+		fprintf(stderr, "bench_passes: needs an sm_90 GPU (this one is sm_%d*)\n", major);
+		return 1;
+	}
+	long long *cyc;
+	float *sink;
+	CHECK(cudaMalloc(&cyc, nsm * sizeof(*cyc)));
+	CHECK(cudaMalloc(&sink, nsm * 256 * sizeof(*sink)));
+	printf("# %d blocks of two consumer warpgroups, 4096 k-steps of 128 channels; best of 7\n", nsm);
+	return run<FOUR_64>(nsm, cyc, sink) || run<TWO_128>(nsm, cyc, sink) || run<ONE_192>(nsm, cyc, sink) ||
+	       run<ONE_192_STAGGER>(nsm, cyc, sink) || run<ONE_192_BARE>(nsm, cyc, sink);
+}
