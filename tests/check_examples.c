@@ -111,7 +111,7 @@ START_TEST(kubernetes_manifests_validate)
 	const char *which[] = {"/bin/sh", "-c", "command -v kubernetes-validate", NULL};
 	spawn(&r, env, which);
 	ck_assert_msg(exited(&r, 0), "kubernetes-validate is not installed: "
-		      "pip install kubernetes-validate (.ci/run does)");
+		      "python3 -m pip install kubernetes-validate (tests/deps.sh, run by make test, tries)");
 	const char *good[] = {"/bin/sh", "-c",
 			      "kubernetes-validate --strict --quiet examples/kubernetes/*.yaml", NULL};
 	spawn(&r, env, good);

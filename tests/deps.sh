@@ -1,6 +1,15 @@
 #!/bin/sh
-# Makes sure Debian's `check` (the unit-test framework) is installed.
+# Makes sure the test suite's tools are installed: Debian's `check` (the
+# unit-test framework, needed to build the suites) and kubernetes-validate
+# (one check validates the Kubernetes manifests against the schemas it ships).
 set -e
+if ! command -v kubernetes-validate >/dev/null 2>&1; then
+	echo "ctxguard: installing kubernetes-validate (pip) for the manifests' check..." >&2
+	python3 -m pip install --quiet --disable-pip-version-check --retries 0 --timeout 10 \
+		kubernetes-validate >/dev/null 2>&1 ||
+		echo "ctxguard: could not install it; the check kubernetes_manifests_validate will fail until" \
+			"you run: python3 -m pip install kubernetes-validate" >&2
+fi
 if pkg-config --exists check 2>/dev/null; then
 	exit 0
 fi
