@@ -511,6 +511,10 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 	const int lane = threadIdx.x & 31;
 
 	if (wg == 0) {
+		/* this warpgroup at 40 registers and two at 232 use exactly the
+		 * block's 384 x 168: the consumers' setmaxnreg.inc waits until the
+		 * producer has freed what it takes, for ever if the producer keeps
+		 * more (kernels/NOTES.md v28: 48 hung) */
 		if (C::NC > 1)
 			asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
 		/* built after the register split: values live across setmaxnreg
