@@ -1,10 +1,10 @@
 /* The fp8 consumer loop's pass structures on the tensor pipe alone: no
  * TMA, no barriers, no epilogue, operands resident in shared memory, the
- * kernels' own wgmma wrappers (gmm_sm90.cuh).  Two consumer warpgroups per
- * block, one block per multiprocessor, as in the 128 x 256 kernel.  What a
- * structure reaches here is its ceiling in the real kernel; how far below
- * it the real kernel runs is what loads and barriers cost
- * (kernels/NOTES.md v27).  One H200:  make bench-passes */
+ * kernels' own wgmma wrappers (gmm_sm90.cuh; the two shapes they lack are
+ * below).  Two consumer warpgroups per block, one block per multiprocessor,
+ * as in the 128 x 256 kernel.  What a structure reaches here is its ceiling
+ * in the real kernel; how far below it the real kernel runs is what loads
+ * and barriers cost (kernels/NOTES.md v27, v29).  One H200:  make bench-passes */
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <stdint.h>
@@ -30,17 +30,57 @@ __device__ __forceinline__ void wgmma_fp8_192(float (&d)[96], uint64_t da, uint6
 		     : "l"(da), "l"(db), "r"(scale_d));
 }
 
-enum { FOUR_64, TWO_128, ONE_192, ONE_192_STAGGER, ONE_192_BARE, NMODES };
+/* D(64 x 96) (+)= A(64 x 32) * B(32 x 96), e4m3: the two-pass 128 x 192 tile's (NOTES v29) */
+__device__ __forceinline__ void wgmma_fp8(float (&d)[48], uint64_t da, uint64_t db, int scale_d)
+{
+	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %50, 0;\n"
+		     "wgmma.mma_async.sync.aligned.m64n96k32.f32.e4m3.e4m3 "
+		     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "
+		     "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, "
+		     "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47}, %48, %49, p, 1, 1;\n}\n"
+		     : CG_F16(d, 0), CG_F16(d, 16), CG_F16(d, 32)
+		     : "l"(da), "l"(db), "r"(scale_d));
+}
+
+enum { FOUR_64, TWO_128, TWO_96, ONE_192, ONE_192_STAGGER, ONE_192_BARE, NMODES };
 static const struct {
 	const char *name;
 	int cols; /* of a warpgroup's share, 64 rows */
 } mode[NMODES] = {
 	{"4 pipelined passes of m64n64k32 x4, 32 FFMA each (ours)", 256},
 	{"2 passes of m64n128k32 x4, each waited, 64 FFMA each", 256},
+	{"2 pipelined passes of m64n96k32 x4, 48 FFMA each", 192},
 	{"1 pass of m64n192k32 x4, waited, 96 FFMA (DeepGEMM's)", 192},
 	{"... the second warpgroup started 500 clocks late", 192},
 	{"1 pass of m64n192k32 x4, waited, no promotion", 192},
 };
+
+/* NP pipelined passes a k-step, each of 2R columns (R partial sums a
+ * thread), promoted while the next pass computes: the kernels' consumer loop */
+template <int NP, int R>
+__device__ __forceinline__ void pipelined(float (&acc)[128], float (&part)[2][R], const Desc &a, const Desc &b, float s)
+{
+	auto promote = [&](int p) {
+		fence_regs(part[p & 1]);
+#pragma unroll
+		for (int i = 0; i < R; ++i)
+			acc[R * p + i] = fmaf(part[p & 1][i], s, acc[R * p + i]);
+	};
+#pragma unroll
+	for (int p = 0; p < NP; ++p) {
+		wgmma_fence();
+#pragma unroll
+		for (int k = 0; k < 4; ++k)
+			wgmma_fp8(part[p & 1], a.at(k * 32), b.at(p * 2 * R * 128 + k * 32), k != 0);
+		wgmma_commit();
+		if (p > 0) {
+			wgmma_wait<1>();
+			promote(p - 1);
+		}
+	}
+	wgmma_wait<0>();
+	promote(NP - 1);
+}
 
 /* A and B are whatever the shared memory holds: the tensor pipe's speed
  * does not depend on the values, and the timing is in clocks */
@@ -55,13 +95,16 @@ __global__ void __launch_bounds__(256, 1) passes(int iters, long long *cyc, floa
 	const int wg = threadIdx.x / 128;
 	const Desc a(smem_u32(bench_smem) + wg * 8192, 16, 1024), b(smem_u32(bench_smem) + 16384, 16, 1024);
 	/* the partial sums each structure needs (the others fold away) */
-	float acc[128], p64[2][32], p128[64], p192[96];
+	float acc[128], p64[2][32], p96[2][48], p128[64], p192[96];
 #pragma unroll
 	for (int i = 0; i < 128; ++i)
 		acc[i] = 0.f;
 #pragma unroll
 	for (int i = 0; i < 32; ++i)
 		p64[0][i] = p64[1][i] = 0.f;
+#pragma unroll
+	for (int i = 0; i < 48; ++i)
+		p96[0][i] = p96[1][i] = 0.f;
 #pragma unroll
 	for (int i = 0; i < 64; ++i)
 		p128[i] = 0.f;
@@ -75,28 +118,11 @@ __global__ void __launch_bounds__(256, 1) passes(int iters, long long *cyc, floa
 			;
 	const long long t0 = clock64();
 	for (int it = 0; it < iters; ++it) {
-		if constexpr (MODE == FOUR_64) {
-			auto promote = [&](int p) {
-				fence_regs(p64[p & 1]);
-#pragma unroll
-				for (int i = 0; i < 32; ++i)
-					acc[32 * p + i] = fmaf(p64[p & 1][i], s, acc[32 * p + i]);
-			};
-#pragma unroll
-			for (int p = 0; p < 4; ++p) {
-				wgmma_fence();
-#pragma unroll
-				for (int k = 0; k < 4; ++k)
-					wgmma_fp8(p64[p & 1], a.at(k * 32), b.at(p * 64 * 128 + k * 32), k != 0);
-				wgmma_commit();
-				if (p > 0) {
-					wgmma_wait<1>();
-					promote(p - 1);
-				}
-			}
-			wgmma_wait<0>();
-			promote(3);
-		} else if constexpr (MODE == TWO_128) {
+		if constexpr (MODE == FOUR_64)
+			pipelined<4>(acc, p64, a, b, s);
+		else if constexpr (MODE == TWO_96)
+			pipelined<2>(acc, p96, a, b, s);
+		else if constexpr (MODE == TWO_128) {
 #pragma unroll
 			for (int p = 0; p < 2; ++p) {
 				wgmma_fence();
@@ -132,7 +158,8 @@ __global__ void __launch_bounds__(256, 1) passes(int iters, long long *cyc, floa
 		x += acc[i];
 #pragma unroll
 	for (int i = 0; i < 96; ++i)
-		x += p192[i] + (i < 64 ? p128[i] : 0.f) + (i < 32 ? p64[0][i] + p64[1][i] : 0.f);
+		x += p192[i] + (i < 64 ? p128[i] : 0.f) + (i < 48 ? p96[0][i] + p96[1][i] : 0.f) +
+		     (i < 32 ? p64[0][i] + p64[1][i] : 0.f);
 	sink[blockIdx.x * blockDim.x + threadIdx.x] = x;
 	if (threadIdx.x == 0)
 		cyc[blockIdx.x] = t1 - t0;
@@ -194,6 +221,7 @@ int main(void)
 	CHECK(cudaMalloc(&cyc, nsm * sizeof(*cyc)));
 	CHECK(cudaMalloc(&sink, nsm * 256 * sizeof(*sink)));
 	printf("# %d blocks of two consumer warpgroups, 4096 k-steps of 128 channels; best of 7\n", nsm);
-	return run<FOUR_64>(nsm, cyc, sink) || run<TWO_128>(nsm, cyc, sink) || run<ONE_192>(nsm, cyc, sink) ||
+	return run<FOUR_64>(nsm, cyc, sink) || run<TWO_128>(nsm, cyc, sink) || run<TWO_96>(nsm, cyc, sink) ||
+	       run<ONE_192>(nsm, cyc, sink) ||
 	       run<ONE_192_STAGGER>(nsm, cyc, sink) || run<ONE_192_BARE>(nsm, cyc, sink);
 }
