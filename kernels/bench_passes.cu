@@ -16,8 +16,11 @@
 
 using namespace cg;
 
+/* The two wgmma shapes the kernels lack, as overloads of theirs (by the
+ * partial sums' size), so that the loops below take any width. */
+
 /* D(64 x 192) (+)= A(64 x 32) * B(32 x 192), e4m3: DeepGEMM's pass */
-__device__ __forceinline__ void wgmma_fp8_192(float (&d)[96], uint64_t da, uint64_t db, int scale_d)
+__device__ __forceinline__ void wgmma_fp8(float (&d)[96], uint64_t da, uint64_t db, int scale_d)
 {
 	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"
 		     "wgmma.mma_async.sync.aligned.m64n192k32.f32.e4m3.e4m3 "
@@ -31,7 +34,7 @@ __device__ __forceinline__ void wgmma_fp8_192(float (&d)[96], uint64_t da, uint6
 }
 
 /* D(64 x 96) (+)= A(64 x 32) * B(32 x 96), e4m3: the two-pass 128 x 192
- * tile's (NOTES v29); an overload, so that pipelined() takes either width */
+ * tile's (NOTES v29) */
 __device__ __forceinline__ void wgmma_fp8(float (&d)[48], uint64_t da, uint64_t db, int scale_d)
 {
 	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %50, 0;\n"
@@ -83,6 +86,29 @@ __device__ __forceinline__ void pipelined(float (&acc)[128], float (&part)[2][R]
 	promote(NP - 1);
 }
 
+/* NP passes a k-step, each of 2R columns, each waited for before its
+ * promotion (without PROMOTE: the tensor pipe alone, the partial sums
+ * summed across k-steps, else ptxas drops the dead wgmma) */
+template <int NP, int R, bool PROMOTE = true>
+__device__ __forceinline__ void waited(float (&acc)[128], float (&part)[R], const Desc &a, const Desc &b, float s)
+{
+#pragma unroll
+	for (int p = 0; p < NP; ++p) {
+		wgmma_fence();
+#pragma unroll
+		for (int k = 0; k < 4; ++k)
+			wgmma_fp8(part, a.at(k * 32), b.at(p * 2 * R * 128 + k * 32), !PROMOTE || k != 0);
+		wgmma_commit();
+		wgmma_wait<0>();
+		fence_regs(part);
+		if constexpr (PROMOTE) {
+#pragma unroll
+			for (int i = 0; i < R; ++i)
+				acc[R * p + i] = fmaf(part[i], s, acc[R * p + i]);
+		}
+	}
+}
+
 /* A and B are whatever the shared memory holds: the tensor pipe's speed
  * does not depend on the values, and the timing is in clocks */
 extern __shared__ __align__(1024) unsigned char bench_smem[];
@@ -123,34 +149,10 @@ __global__ void __launch_bounds__(256, 1) passes(int iters, long long *cyc, floa
 			pipelined<4>(acc, p64, a, b, s);
 		else if constexpr (MODE == TWO_96)
 			pipelined<2>(acc, p96, a, b, s);
-		else if constexpr (MODE == TWO_128) {
-#pragma unroll
-			for (int p = 0; p < 2; ++p) {
-				wgmma_fence();
-#pragma unroll
-				for (int k = 0; k < 4; ++k)
-					wgmma_fp8(p128, a.at(k * 32), b.at(p * 128 * 128 + k * 32), k != 0);
-				wgmma_commit();
-				wgmma_wait<0>();
-				fence_regs(p128);
-#pragma unroll
-				for (int i = 0; i < 64; ++i)
-					acc[64 * p + i] = fmaf(p128[i], s, acc[64 * p + i]);
-			}
-		} else {
-			wgmma_fence();
-#pragma unroll
-			for (int k = 0; k < 4; ++k) /* bare: summed across k-steps, else ptxas drops the dead ones */
-				wgmma_fp8_192(p192, a.at(k * 32), b.at(k * 32), MODE == ONE_192_BARE || k != 0);
-			wgmma_commit();
-			wgmma_wait<0>();
-			fence_regs(p192);
-			if constexpr (MODE != ONE_192_BARE) {
-#pragma unroll
-				for (int i = 0; i < 96; ++i)
-					acc[i] = fmaf(p192[i], s, acc[i]);
-			}
-		}
+		else if constexpr (MODE == TWO_128)
+			waited<2>(acc, p128, a, b, s);
+		else
+			waited<1, 96, MODE != ONE_192_BARE>(acc, p192, a, b, s);
 	}
 	const long long t1 = clock64();
 	float x = 0.f;
