@@ -7,7 +7,8 @@
 #   $(BUILD)/kernels/libcg_gmm.so  the host API and kernels alone, for the
 #                   GPU tests and benchmark:
 #                   make -f kernels/kernels.mk BUILD=build gmm-standalone
-#   bench-passes    the consumer loop's pass structures timed alone (GPU)
+#   bench-passes    the consumer loop's pass structures timed alone (GPU;
+#                   REPS=300: launches each, at the GPU's power limit)
 # Without nvcc the host API is built with -DCG_NO_KERNELS: every call
 # returns CUDA_ERROR_NOT_SUPPORTED and says why.
 
@@ -42,7 +43,7 @@ $(BUILD)/kernels/bench_passes: kernels/bench_passes.cu $(KERNELS_DEPS) kernels/k
 
 .PHONY: bench-passes
 bench-passes: $(BUILD)/kernels/bench_passes
-	$(BUILD)/kernels/bench_passes
+	$(BUILD)/kernels/bench_passes $(REPS)
 else
 $(info kernels: $(NVCC) not found: building the grouped_mm host API without kernels (-DCG_NO_KERNELS); its calls return CUDA_ERROR_NOT_SUPPORTED)
 KERNELS_FATBIN :=
