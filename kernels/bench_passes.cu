@@ -1,11 +1,14 @@
-/* The fp8 consumer loop's pass structures on the tensor pipe alone: no
- * TMA, no barriers, no epilogue, operands resident in shared memory, the
- * kernels' own wgmma wrappers (gmm_sm90.cuh; the two shapes they lack are
- * below).  Two consumer warpgroups per block, one block per multiprocessor,
- * as in the 128 x 256 kernel.  What a structure reaches here is its ceiling
- * in the real kernel; how far below it the real kernel runs is what loads
- * and barriers cost (kernels/NOTES.md v27, v29, v31).  One H200:
- * make bench-passes (REPS=300: the median too, at the GPU's power limit) */
+/* The fp8 consumer loop's pass structures on the tensor pipe, with the
+ * kernels' own wgmma wrappers (gmm_sm90.cuh; the shapes they lack are
+ * below), one block per multiprocessor laid out as the 128 x 256 kernel's:
+ * a producer warpgroup at 40 registers, two consumer warpgroups at 232.
+ * First with the operands resident in shared memory (no loads, no
+ * barriers: a structure's ceiling), then loaded from L2 through the
+ * kernels' ring of stages (what the loads and the stages' barriers take; no
+ * scales, no epilogue).  How far below these the kernels run is what the
+ * rest costs (kernels/NOTES.md v27, v29, v31).  One H200:
+ *   make bench-passes [REPS=300]  the median too, at the GPU's power limit
+ *   [BLOCKS=66]                   fewer blocks: L2 shared by fewer of them */
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <stdint.h>
@@ -48,8 +51,39 @@ __device__ __forceinline__ void wgmma_fp8(float (&d)[48], uint64_t da, uint64_t 
 		     : "l"(da), "l"(db), "r"(scale_d));
 }
 
+/* D(64 x 64) (+)= A(64 x 32, e4m3 in registers) * B(32 x 64), e4m3: A as
+ * ldsm_x4 leaves it (rows g and g + 8 of the warp's 16, bytes 4q.. and
+ * 16 + 4q.. of the slice) */
+__device__ __forceinline__ void wgmma_fp8(float (&d)[32], const uint32_t (&a)[4], uint64_t db, int scale_d)
+{
+	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+		     "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 "
+		     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "
+		     "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
+		     : CG_F16(d, 0), CG_F16(d, 16)
+		     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));
+}
+
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr)
+{
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+		     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+		     : "r"(addr)
+		     : "memory");
+}
+
+/* bytes (a multiple of 16) from global to shared memory, completing on bar */
+__device__ __forceinline__ void bulk_load(void *dst, const void *src, uint32_t bytes, uint64_t *bar)
+{
+	asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+			     smem_u32(dst)),
+		     "l"(src), "r"(bytes), "r"(smem_u32(bar))
+		     : "memory");
+}
+
 enum {
 	FOUR_64,
+	FOUR_64_RS,
 	FOUR_64_CARRY,
 	FOUR_64_STAGGER,
 	TWO_128,
@@ -60,19 +94,17 @@ enum {
 	ONE_192_BARE,
 	NMODES
 };
-static const struct {
-	const char *name;
-	int cols; /* of a warpgroup's share, 64 rows */
-} mode[NMODES] = {
-	{"4 pipelined passes of m64n64k32 x4, 32 FFMA each (ours)", 256},
-	{"... the last promoted after the next k-step's first, 2 of 3", 256},
-	{"... the second warpgroup started 500 clocks late", 256},
-	{"2 passes of m64n128k32 x4, each waited, 64 FFMA each", 256},
-	{"... the second warpgroup started 500 clocks late", 256},
-	{"2 pipelined passes of m64n96k32 x4, 48 FFMA each", 192},
-	{"1 pass of m64n192k32 x4, waited, 96 FFMA (DeepGEMM's)", 192},
-	{"... the second warpgroup started 500 clocks late", 192},
-	{"1 pass of m64n192k32 x4, waited, no promotion", 192},
+static const char *const name[NMODES] = {
+	"4 pipelined passes of m64n64k32 x4, 32 FFMA each (ours)",
+	"... A from registers (ldmatrix once a k-step)",
+	"... the last promoted after the next k-step's first, 2 of 3",
+	"... the second warpgroup started 500 clocks late",
+	"2 passes of m64n128k32 x4, each waited, 64 FFMA each",
+	"... the second warpgroup started 500 clocks late",
+	"2 pipelined passes of m64n96k32 x4, 48 FFMA each",
+	"1 pass of m64n192k32 x4, waited, 96 FFMA (DeepGEMM's)",
+	"... the second warpgroup started 500 clocks late",
+	"1 pass of m64n192k32 x4, waited, no promotion",
 };
 
 /* out of phase: each warpgroup's promotion no longer meets the other's */
@@ -97,16 +129,30 @@ __device__ __forceinline__ void promote(float (&acc)[128], float (&part)[R], int
  * k-step to promote once its first pass is issued (CARRY_IN), so that no
  * promotion stands between two k-steps' wgmma; ptxas accepts that only
  * within straight-line code, not across a loop's back edge (C7517) */
-template <int NP, int R, bool CARRY_IN = false, bool CARRY_OUT = false>
-__device__ __forceinline__ void pipelined(float (&acc)[128], float (&part)[2][R], const Desc &a, const Desc &b, float s)
+template <int NP, int R, bool CARRY_IN = false, bool CARRY_OUT = false, bool RS = false>
+__device__ __forceinline__ void pipelined(float (&acc)[128], float (&part)[2][R], const Desc &a, const Desc &b, float s,
+					  uint32_t a_rows = 0)
 {
 	static_assert(!CARRY_IN || NP % 2 == 0, "the carried pass's set is not the first pass's");
+	/* RS: the k-step's A read once, from the thread's ldmatrix row a_rows
+	 * (each 16-byte chunk where the 128-byte swizzle puts it) */
+	uint32_t af[RS ? 4 : 1][4];
+	const int lane = threadIdx.x & 31;
+	if constexpr (RS) {
+#pragma unroll
+		for (int k = 0; k < 4; ++k)
+			ldsm_x4(af[k], a_rows + (((2 * k + (lane >> 4)) ^ (lane & 7)) << 4));
+	}
 #pragma unroll
 	for (int p = 0; p < NP; ++p) {
 		wgmma_fence();
 #pragma unroll
-		for (int k = 0; k < 4; ++k)
-			wgmma_fp8(part[p & 1], a.at(k * 32), b.at(p * 2 * R * 128 + k * 32), k != 0);
+		for (int k = 0; k < 4; ++k) {
+			if constexpr (RS)
+				wgmma_fp8(part[p & 1], af[k], b.at(p * 2 * R * 128 + k * 32), k != 0);
+			else
+				wgmma_fp8(part[p & 1], a.at(k * 32), b.at(p * 2 * R * 128 + k * 32), k != 0);
+		}
 		wgmma_commit();
 		if (p > 0) {
 			wgmma_wait<1>();
@@ -145,14 +191,57 @@ __device__ __forceinline__ void waited(float (&acc)[128], float (&part)[R], cons
  * does not depend on the values, and the timing is in clocks */
 extern __shared__ __align__(1024) unsigned char bench_smem[];
 
-/* iters k-steps of 128 channels over one 64 x cols share per warpgroup;
- * cyc: the block's clocks; sink keeps the sums alive */
-template <int MODE>
-__global__ void __launch_bounds__(256, 1) passes(int iters, long long *cyc, float *sink, float s)
+/* columns of a structure's warpgroup share */
+__host__ __device__ constexpr int cols_of(int m) { return m == TWO_96 || m >= ONE_192 ? 192 : 256; }
+
+/* RING > 0: the operands come through a ring of RING stages as in the
+ * kernels: a producer warpgroup's thread loads each k-step's A (128 rows)
+ * and B (128 bytes a column) from L2 by TMA, the consumers wait for it and
+ * release the stage after the k-step (the kernels' 128 x 256 tile has 3
+ * stages of 48 KB, DeepGEMM's 128 x 192 4 of 40 KB).  RING = 0: the
+ * operands stay in stage 0 and the producer idles. */
+enum { A_BYTES = 16 * 1024, STAGE_BYTES = 48 * 1024, SMEM_BYTES = 4 * STAGE_BYTES + 8 * 8 };
+
+/* iters k-steps of 128 channels over one 64 x cols share per consumer
+ * warpgroup; cyc: the first consumer's clocks; sink keeps the sums alive;
+ * src: STAGE_BYTES a block, L2-resident */
+template <int MODE, int RING>
+__global__ void __launch_bounds__(384, 1) passes(int iters, long long *cyc, float *sink, float s, const char *src)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-	const int wg = threadIdx.x / 128;
-	const Desc a(smem_u32(bench_smem) + wg * 8192, 16, 1024), b(smem_u32(bench_smem) + 16384, 16, 1024);
+	constexpr int COLS = cols_of(MODE), STAGES = RING ? RING : 1;
+	static_assert(STAGES <= 4, "shared memory holds 4 stages");
+	static_assert(!RING || MODE != FOUR_64_CARRY, "the carried structure takes three k-steps a turn");
+	uint64_t *full = reinterpret_cast<uint64_t *>(bench_smem + 4 * STAGE_BYTES), *empty = full + 4;
+	if (threadIdx.x == 0) {
+		for (int i = 0; i < STAGES; ++i) {
+			mbar_init(&full[i], 1);
+			mbar_init(&empty[i], 8); /* one arrival per consumer warp */
+		}
+		asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+	}
+	__syncthreads();
+	const int wg = __shfl_sync(~0u, threadIdx.x / 128, 0);
+	if (wg == 0) {
+		asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+		if (RING && threadIdx.x == 0) {
+			const char *from = src + blockIdx.x * STAGE_BYTES;
+			for (int it = 0; it < iters; ++it) {
+				const int st = it % STAGES, turn = it / STAGES;
+				if (turn > 0)
+					mbar_wait(&empty[st], (turn - 1) & 1);
+				unsigned char *stage = bench_smem + st * STAGE_BYTES;
+				mbar_expect_tx(&full[st], A_BYTES + COLS * 128);
+				bulk_load(stage, from, A_BYTES, &full[st]);
+				bulk_load(stage + A_BYTES, from + A_BYTES, COLS * 128, &full[st]);
+			}
+		}
+		return;
+	}
+	asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+	const int cw = wg - 1, lane = threadIdx.x & 31;
+	const uint32_t base = smem_u32(bench_smem) + cw * 8192;
+	const uint32_t a_rows = base + (((threadIdx.x >> 5) & 3) * 16 + (lane & 7) + 8 * ((lane >> 3) & 1)) * 128;
 	/* the partial sums each structure needs (the others fold away) */
 	float acc[128], p64[2][32], p96[2][48], p128[64], p192[96];
 #pragma unroll
@@ -170,16 +259,22 @@ __global__ void __launch_bounds__(256, 1) passes(int iters, long long *cyc, floa
 #pragma unroll
 	for (int i = 0; i < 96; ++i)
 		p192[i] = 0.f;
-	__syncthreads();
-	if (staggered(MODE) && wg == 1)
+	if (staggered(MODE) && cw == 1)
 		for (const long long w = clock64(); clock64() - w < 500;)
 			;
 	const long long t0 = clock64();
 	/* the carried structure: three k-steps a turn, as the kernel's
 	 * three-stage ring (iters a multiple of 3) */
 	for (int it = 0; it < iters; it += MODE == FOUR_64_CARRY ? 3 : 1) {
+		const int st = RING ? it % STAGES : 0;
+		if (RING)
+			mbar_wait(&full[st], (it / STAGES) & 1);
+		const uint32_t at = st * STAGE_BYTES;
+		const Desc a(base + at, 16, 1024), b(smem_u32(bench_smem) + at + A_BYTES, 16, 1024);
 		if constexpr (MODE == FOUR_64 || MODE == FOUR_64_STAGGER) {
 			pipelined<4>(acc, p64, a, b, s);
+		} else if constexpr (MODE == FOUR_64_RS) {
+			pipelined<4, 32, false, false, true>(acc, p64, a, b, s, a_rows + at);
 		} else if constexpr (MODE == FOUR_64_CARRY) {
 			pipelined<4, 32, false, true>(acc, p64, a, b, s);
 			pipelined<4, 32, true, true>(acc, p64, a, b, s);
@@ -190,6 +285,11 @@ __global__ void __launch_bounds__(256, 1) passes(int iters, long long *cyc, floa
 			waited<2>(acc, p128, a, b, s);
 		} else {
 			waited<1, 96, MODE != ONE_192_BARE>(acc, p192, a, b, s);
+		}
+		if (RING) {
+			__syncwarp();
+			if (lane == 0)
+				mbar_arrive(&empty[st]);
 		}
 	}
 	const long long t1 = clock64();
@@ -202,13 +302,14 @@ __global__ void __launch_bounds__(256, 1) passes(int iters, long long *cyc, floa
 		x += p192[i] + (i < 64 ? p128[i] : 0.f) + (i < 48 ? p96[0][i] + p96[1][i] : 0.f) +
 		     (i < 32 ? p64[0][i] + p64[1][i] : 0.f);
 	sink[blockIdx.x * blockDim.x + threadIdx.x] = x;
-	if (threadIdx.x == 0)
+	if (threadIdx.x == 128)
 		cyc[blockIdx.x] = t1 - t0;
 #else
 	(void)iters;
 	(void)cyc;
 	(void)sink;
 	(void)s;
+	(void)src;
 	__trap();
 #endif
 }
@@ -233,20 +334,20 @@ static int by_clk(const void *x, const void *y)
 	return (a > b) - (a < b);
 }
 
-template <int MODE>
-static int run(int nsm, int reps, long long *cyc, float *sink)
+template <int MODE, int RING = 0>
+static int run(int nsm, int reps, long long *cyc, float *sink, const char *src)
 {
-	const int smem = 48 * 1024, iters = 4095;
+	const int smem = SMEM_BYTES, iters = 4095;
 	static Rep rep[100000];
-	CHECK(cudaFuncSetAttribute(passes<MODE>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-	passes<MODE><<<nsm, 256, smem>>>(63, cyc, sink, 1.f); /* warm-up */
+	CHECK(cudaFuncSetAttribute(passes<MODE, RING>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+	passes<MODE, RING><<<nsm, 384, smem>>>(63, cyc, sink, 1.f, src); /* warm-up */
 	CHECK(cudaDeviceSynchronize());
 	cudaEvent_t e0, e1;
 	CHECK(cudaEventCreate(&e0));
 	CHECK(cudaEventCreate(&e1));
 	for (int r = 0; r < reps; ++r) {
 		CHECK(cudaEventRecord(e0));
-		passes<MODE><<<nsm, 256, smem>>>(iters, cyc, sink, 1.f);
+		passes<MODE, RING><<<nsm, 384, smem>>>(iters, cyc, sink, 1.f, src);
 		CHECK(cudaEventRecord(e1));
 		long long h[1024];
 		CHECK(cudaMemcpy(h, cyc, nsm * sizeof(*h), cudaMemcpyDeviceToHost));
@@ -263,43 +364,63 @@ static int run(int nsm, int reps, long long *cyc, float *sink)
 	CHECK(cudaEventDestroy(e1));
 	qsort(rep, reps, sizeof(*rep), by_clk);
 	/* two warpgroups, 64 rows x cols x 128 channels a k-step each */
-	const double fma = 2.0 * 64 * mode[MODE].cols * 128 * iters;
+	const double fma = 2.0 * 64 * cols_of(MODE) * 128 * iters;
 	const Rep &best = rep[0], &med = rep[reps / 2];
-	printf("%-58s %5.0f FMA/clk/SM  %3.0f%% of 4096", mode[MODE].name, fma / best.clk, 100 * fma / best.clk / 4096);
+	printf("%-58s %5.0f FMA/clk/SM  %3.0f%% of 4096", name[MODE], fma / best.clk, 100 * fma / best.clk / 4096);
 	if (reps > 7)
 		printf("; median %3.0f%% at %4.0f MHz", 100 * fma / med.clk / 4096, med.mhz);
 	printf("\n");
 	return 0;
 }
 
-/* bench_passes [launches per structure]: 7 by default, the best of them;
- * given more (a few hundred keep the GPU at its power limit), the median
- * too and the SM clock it ran at */
+/* bench_passes [launches per structure [blocks]]: 7 launches by default,
+ * the best of them; given more (a few hundred keep the GPU at its power
+ * limit), the median too and the SM clock it ran at.  blocks: one per
+ * multiprocessor by default; fewer leave L2 to fewer of them. */
 int main(int argc, char **argv)
 {
 	int dev, nsm, major;
 	const int reps = argc > 1 ? atoi(argv[1]) : 7;
 	if (reps < 1 || reps > 100000) {
-		fprintf(stderr, "usage: bench_passes [launches per structure, 1-100000]\n");
+		fprintf(stderr, "usage: bench_passes [launches per structure, 1-100000 [blocks]]\n");
 		return 2;
 	}
 	CHECK(cudaGetDevice(&dev));
 	CHECK(cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev));
 	CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-	if (nsm > 1024) /* run()'s copy of the clocks */
-		nsm = 1024;
 	if (major != 9) {
 		fprintf(stderr, "bench_passes: needs an sm_90 GPU (this one is sm_%d*)\n", major);
 		return 1;
 	}
+	if (argc > 2 && (atoi(argv[2]) < 1 || atoi(argv[2]) > nsm)) {
+		fprintf(stderr, "bench_passes: blocks 1-%d (one per multiprocessor at most)\n", nsm);
+		return 2;
+	}
+	if (argc > 2)
+		nsm = atoi(argv[2]);
+	if (nsm > 1024) /* run()'s copy of the clocks */
+		nsm = 1024;
 	long long *cyc;
 	float *sink;
+	char *src;
 	CHECK(cudaMalloc(&cyc, nsm * sizeof(*cyc)));
-	CHECK(cudaMalloc(&sink, nsm * 256 * sizeof(*sink)));
+	CHECK(cudaMalloc(&sink, nsm * 384 * sizeof(*sink)));
+	CHECK(cudaMalloc(&src, (size_t)nsm * STAGE_BYTES));
+	CHECK(cudaMemset(src, 0, (size_t)nsm * STAGE_BYTES));
 	printf("# %d blocks of two consumer warpgroups, 4095 k-steps of 128 channels; best of %d\n", nsm, reps);
-	return run<FOUR_64>(nsm, reps, cyc, sink) || run<FOUR_64_CARRY>(nsm, reps, cyc, sink) ||
-	       run<FOUR_64_STAGGER>(nsm, reps, cyc, sink) || run<TWO_128>(nsm, reps, cyc, sink) ||
-	       run<TWO_128_STAGGER>(nsm, reps, cyc, sink) || run<TWO_96>(nsm, reps, cyc, sink) ||
-	       run<ONE_192>(nsm, reps, cyc, sink) || run<ONE_192_STAGGER>(nsm, reps, cyc, sink) ||
-	       run<ONE_192_BARE>(nsm, reps, cyc, sink);
+	if (run<FOUR_64>(nsm, reps, cyc, sink, src) || run<FOUR_64_RS>(nsm, reps, cyc, sink, src) ||
+	    run<FOUR_64_CARRY>(nsm, reps, cyc, sink, src) || run<FOUR_64_STAGGER>(nsm, reps, cyc, sink, src) ||
+	    run<TWO_128>(nsm, reps, cyc, sink, src) || run<TWO_128_STAGGER>(nsm, reps, cyc, sink, src) ||
+	    run<TWO_96>(nsm, reps, cyc, sink, src) || run<ONE_192>(nsm, reps, cyc, sink, src) ||
+	    run<ONE_192_STAGGER>(nsm, reps, cyc, sink, src) || run<ONE_192_BARE>(nsm, reps, cyc, sink, src))
+		return 1;
+	printf("# the same, the operands loaded from L2 through the kernels' ring: 3 stages of 48 KB (256 columns)\n");
+	if (run<FOUR_64, 3>(nsm, reps, cyc, sink, src) || run<FOUR_64_RS, 3>(nsm, reps, cyc, sink, src) ||
+	    run<FOUR_64_STAGGER, 3>(nsm, reps, cyc, sink, src) || run<TWO_128, 3>(nsm, reps, cyc, sink, src) ||
+	    run<TWO_128_STAGGER, 3>(nsm, reps, cyc, sink, src))
+		return 1;
+	printf("# 4 stages (48 KB; 40 KB for 192 columns, DeepGEMM's ring)\n");
+	return run<FOUR_64, 4>(nsm, reps, cyc, sink, src) || run<TWO_128, 4>(nsm, reps, cyc, sink, src) ||
+	       run<TWO_96, 4>(nsm, reps, cyc, sink, src) || run<ONE_192, 4>(nsm, reps, cyc, sink, src) ||
+	       run<ONE_192_STAGGER, 4>(nsm, reps, cyc, sink, src);
 }

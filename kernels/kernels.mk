@@ -8,7 +8,8 @@
 #                   GPU tests and benchmark:
 #                   make -f kernels/kernels.mk BUILD=build gmm-standalone
 #   bench-passes    the consumer loop's pass structures timed alone (GPU;
-#                   REPS=300: launches each, at the GPU's power limit)
+#                   REPS=300: launches each, at the GPU's power limit;
+#                   BLOCKS=66: fewer blocks than multiprocessors)
 # Without nvcc the host API is built with -DCG_NO_KERNELS: every call
 # returns CUDA_ERROR_NOT_SUPPORTED and says why.
 
@@ -43,7 +44,7 @@ $(BUILD)/kernels/bench_passes: kernels/bench_passes.cu $(KERNELS_DEPS) kernels/k
 
 .PHONY: bench-passes
 bench-passes: $(BUILD)/kernels/bench_passes
-	$(BUILD)/kernels/bench_passes $(REPS)
+	$(BUILD)/kernels/bench_passes $(or $(REPS),7) $(BLOCKS)
 else
 $(info kernels: $(NVCC) not found: building the grouped_mm host API without kernels (-DCG_NO_KERNELS); its calls return CUDA_ERROR_NOT_SUPPORTED)
 KERNELS_FATBIN :=
