@@ -21,8 +21,8 @@
 
 using namespace cg;
 
-/* The two wgmma shapes the kernels lack, as overloads of theirs (by the
- * partial sums' size), so that the loops below take any width. */
+/* The wgmma forms the kernels lack, as overloads of theirs (by the partial
+ * sums' size, or A in registers), so that the loops below take any. */
 
 /* D(64 x 192) (+)= A(64 x 32) * B(32 x 192), e4m3: DeepGEMM's pass */
 __device__ __forceinline__ void wgmma_fp8(float (&d)[96], uint64_t da, uint64_t db, int scale_d)
