@@ -11,6 +11,8 @@
  *   [BLOCKS=66]                   fewer blocks: L2 shared by fewer of them */
 #include <cuda.h>
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +20,7 @@
 #include "gmm_kernels.h"
 #include "gmm_sched.cuh"
 #include "gmm_sm90.cuh"
+#include "gmm_sm80.cuh" /* ldmatrix_x4 */
 
 using namespace cg;
 
@@ -52,7 +55,7 @@ __device__ __forceinline__ void wgmma_fp8(float (&d)[48], uint64_t da, uint64_t 
 }
 
 /* D(64 x 64) (+)= A(64 x 32, e4m3 in registers) * B(32 x 64), e4m3: A as
- * ldsm_x4 leaves it (rows g and g + 8 of the warp's 16, bytes 4q.. and
+ * ldmatrix_x4 leaves it (rows g and g + 8 of the warp's 16, bytes 4q.. and
  * 16 + 4q.. of the slice) */
 __device__ __forceinline__ void wgmma_fp8(float (&d)[32], const uint32_t (&a)[4], uint64_t db, int scale_d)
 {
@@ -62,14 +65,6 @@ __device__ __forceinline__ void wgmma_fp8(float (&d)[32], const uint32_t (&a)[4]
 		     "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
 		     : CG_F16(d, 0), CG_F16(d, 16)
 		     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));
-}
-
-__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr)
-{
-	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-		     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-		     : "r"(addr)
-		     : "memory");
 }
 
 /* bytes (a multiple of 16) from global to shared memory, completing on bar */
@@ -141,7 +136,7 @@ __device__ __forceinline__ void pipelined(float (&acc)[128], float (&part)[2][R]
 	if constexpr (RS) {
 #pragma unroll
 		for (int k = 0; k < 4; ++k)
-			ldsm_x4(af[k], a_rows + (((2 * k + (lane >> 4)) ^ (lane & 7)) << 4));
+			ldmatrix_x4(af[k], a_rows + (((2 * k + (lane >> 4)) ^ (lane & 7)) << 4));
 	}
 #pragma unroll
 	for (int p = 0; p < NP; ++p) {

@@ -54,11 +54,18 @@ __device__ __forceinline__ uint4 load8(const void *base, size_t idx, bool ok, in
 	return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const uint16_t *p)
+/* addr: a shared-memory address */
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr)
 {
 	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
 		     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-		     : "r"(static_cast<uint32_t>(__cvta_generic_to_shared(p))));
+		     : "r"(addr)
+		     : "memory");
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const uint16_t *p)
+{
+	ldmatrix_x4(r, static_cast<uint32_t>(__cvta_generic_to_shared(p)));
 }
 
 template <bool F16>
