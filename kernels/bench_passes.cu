@@ -41,6 +41,16 @@ __device__ __forceinline__ void wgmma_fp8(float (&d)[96], uint64_t da, uint64_t 
 		     : "l"(da), "l"(db), "r"(scale_d));
 }
 
+/* D(64 x 256) (+)= A(64 x 32) * B(32 x 256), e4m3: the rescaled sums' one
+ * pass (NOTES v33) */
+__device__ __forceinline__ void wgmma_fp8(float (&d)[128], uint64_t da, uint64_t db, int scale_d)
+{
+	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+		     "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3 " CG_R128 ", %128, %129, p, 1, 1;\n}\n"
+		     : CG_F64(d, 0), CG_F64(d, 64)
+		     : "l"(da), "l"(db), "r"(scale_d));
+}
+
 /* D(64 x 96) (+)= A(64 x 32) * B(32 x 96), e4m3: the two-pass 128 x 192
  * tile's (NOTES v29) */
 __device__ __forceinline__ void wgmma_fp8(float (&d)[48], uint64_t da, uint64_t db, int scale_d)
@@ -87,6 +97,7 @@ enum {
 	ONE_192,
 	ONE_192_STAGGER,
 	ONE_192_BARE,
+	ONE_256_RESCALED,
 	NMODES
 };
 static const char *const name[NMODES] = {
@@ -100,6 +111,7 @@ static const char *const name[NMODES] = {
 	"1 pass of m64n192k32 x4, waited, 96 FFMA (DeepGEMM's)",
 	"... the second warpgroup started 500 clocks late",
 	"1 pass of m64n192k32 x4, waited, no promotion",
+	"1 pass of m64n256k32 x4 into the sums, waited, 128 FMUL",
 };
 
 /* out of phase: each warpgroup's promotion no longer meets the other's */
@@ -182,12 +194,36 @@ __device__ __forceinline__ void waited(float (&acc)[128], float (&part)[R], cons
 	}
 }
 
+/* No partial sums: the wgmma accumulates into the sums themselves, which
+ * hold the sum over the k blocks so far divided by the last block's scale,
+ * rescaled by the ratio of the scales before each k-step (one ratio here;
+ * four a thread in a kernel: two rows by two 128-column blocks) */
+__device__ __forceinline__ void rescaled(float (&acc)[128], const Desc &a, const Desc &b, float r)
+{
+	/* each product pinned, or the compiler moves it past the fence */
+#pragma unroll
+	for (int i = 0; i < 128; ++i) {
+		acc[i] *= r;
+		asm volatile("" : "+f"(acc[i])::"memory");
+	}
+	wgmma_fence();
+#pragma unroll
+	for (int k = 0; k < 4; ++k)
+		wgmma_fp8(acc, a.at(k * 32), b.at(k * 32), 1);
+	wgmma_commit();
+	wgmma_wait<0>();
+	fence_regs(acc);
+}
+
 /* A and B are whatever the shared memory holds: the tensor pipe's speed
  * does not depend on the values, and the timing is in clocks */
 extern __shared__ __align__(1024) unsigned char bench_smem[];
 
 /* columns of a structure's warpgroup share */
-__host__ __device__ constexpr int cols_of(int m) { return m == TWO_96 || m >= ONE_192 ? 192 : 256; }
+__host__ __device__ constexpr int cols_of(int m)
+{
+	return m == TWO_96 || (m >= ONE_192 && m <= ONE_192_BARE) ? 192 : 256;
+}
 
 /* RING > 0: the operands come through a ring of RING stages as in the
  * kernels: a producer warpgroup's thread loads each k-step's A (128 rows)
@@ -278,6 +314,8 @@ __global__ void __launch_bounds__(384, 1) passes(int iters, long long *cyc, floa
 			pipelined<2>(acc, p96, a, b, s);
 		} else if constexpr (MODE == TWO_128 || MODE == TWO_128_STAGGER) {
 			waited<2>(acc, p128, a, b, s);
+		} else if constexpr (MODE == ONE_256_RESCALED) {
+			rescaled(acc, a, b, s);
 		} else {
 			waited<1, 96, MODE != ONE_192_BARE>(acc, p192, a, b, s);
 		}
@@ -407,15 +445,16 @@ int main(int argc, char **argv)
 	    run<FOUR_64_CARRY>(nsm, reps, cyc, sink, src) || run<FOUR_64_STAGGER>(nsm, reps, cyc, sink, src) ||
 	    run<TWO_128>(nsm, reps, cyc, sink, src) || run<TWO_128_STAGGER>(nsm, reps, cyc, sink, src) ||
 	    run<TWO_96>(nsm, reps, cyc, sink, src) || run<ONE_192>(nsm, reps, cyc, sink, src) ||
-	    run<ONE_192_STAGGER>(nsm, reps, cyc, sink, src) || run<ONE_192_BARE>(nsm, reps, cyc, sink, src))
+	    run<ONE_192_STAGGER>(nsm, reps, cyc, sink, src) || run<ONE_192_BARE>(nsm, reps, cyc, sink, src) ||
+	    run<ONE_256_RESCALED>(nsm, reps, cyc, sink, src))
 		return 1;
 	printf("# the same, the operands loaded from L2 through the kernels' ring: 3 stages of 48 KB (256 columns)\n");
 	if (run<FOUR_64, 3>(nsm, reps, cyc, sink, src) || run<FOUR_64_RS, 3>(nsm, reps, cyc, sink, src) ||
 	    run<FOUR_64_STAGGER, 3>(nsm, reps, cyc, sink, src) || run<TWO_128, 3>(nsm, reps, cyc, sink, src) ||
-	    run<TWO_128_STAGGER, 3>(nsm, reps, cyc, sink, src))
+	    run<TWO_128_STAGGER, 3>(nsm, reps, cyc, sink, src) || run<ONE_256_RESCALED, 3>(nsm, reps, cyc, sink, src))
 		return 1;
 	printf("# 4 stages (48 KB; 40 KB for 192 columns, DeepGEMM's ring)\n");
 	return run<FOUR_64, 4>(nsm, reps, cyc, sink, src) || run<TWO_128, 4>(nsm, reps, cyc, sink, src) ||
 	       run<TWO_96, 4>(nsm, reps, cyc, sink, src) || run<ONE_192, 4>(nsm, reps, cyc, sink, src) ||
-	       run<ONE_192_STAGGER, 4>(nsm, reps, cyc, sink, src);
+	       run<ONE_192_STAGGER, 4>(nsm, reps, cyc, sink, src) || run<ONE_256_RESCALED, 4>(nsm, reps, cyc, sink, src);
 }
