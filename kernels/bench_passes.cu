@@ -200,12 +200,10 @@ __device__ __forceinline__ void waited(float (&acc)[128], float (&part)[R], cons
  * four a thread in a kernel: two rows by two 128-column blocks) */
 __device__ __forceinline__ void rescaled(float (&acc)[128], const Desc &a, const Desc &b, float r)
 {
-	/* each product pinned, or the compiler moves it past the fence */
 #pragma unroll
-	for (int i = 0; i < 128; ++i) {
+	for (int i = 0; i < 128; ++i)
 		acc[i] *= r;
-		asm volatile("" : "+f"(acc[i])::"memory");
-	}
+	fence_regs(acc); /* the products before the fence, or the compiler moves them past it */
 	wgmma_fence();
 #pragma unroll
 	for (int k = 0; k < 4; ++k)
