@@ -8,7 +8,10 @@
  * scales, no epilogue).  How far below these the kernels run is what the
  * rest costs (kernels/NOTES.md v27, v29, v31).  One H200:
  *   make bench-passes [REPS=300]  the median too, at the GPU's power limit
- *   [BLOCKS=66]                   fewer blocks: L2 shared by fewer of them */
+ *   [BLOCKS=66]                   fewer blocks: L2 shared by fewer of them
+ *   LOADS=0|1|2 (environment)     what the ring's stages load: 1 A alone, 2 B
+ *                                 alone, 0 nothing (the barriers alone); 3,
+ *                                 the default, both */
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -235,7 +238,8 @@ enum { A_BYTES = 16 * 1024, STAGE_BYTES = 48 * 1024, SMEM_BYTES = 4 * STAGE_BYTE
  * warpgroup; cyc: the first consumer's clocks; sink keeps the sums alive;
  * src: STAGE_BYTES a block, L2-resident */
 template <int MODE, int RING>
-__global__ void __launch_bounds__(384, 1) passes(int iters, long long *cyc, float *sink, float s, const char *src)
+__global__ void __launch_bounds__(384, 1) passes(int iters, long long *cyc, float *sink, float s, const char *src,
+						  int loads)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 	constexpr int COLS = cols_of(MODE), STAGES = RING ? RING : 1;
@@ -260,9 +264,11 @@ __global__ void __launch_bounds__(384, 1) passes(int iters, long long *cyc, floa
 				if (turn > 0)
 					mbar_wait(&empty[st], (turn - 1) & 1);
 				unsigned char *stage = bench_smem + st * STAGE_BYTES;
-				mbar_expect_tx(&full[st], A_BYTES + COLS * 128);
-				bulk_load(stage, from, A_BYTES, &full[st]);
-				bulk_load(stage + A_BYTES, from + A_BYTES, COLS * 128, &full[st]);
+				mbar_expect_tx(&full[st], (loads & 1 ? A_BYTES : 0) + (loads & 2 ? COLS * 128 : 0));
+				if (loads & 1)
+					bulk_load(stage, from, A_BYTES, &full[st]);
+				if (loads & 2)
+					bulk_load(stage + A_BYTES, from + A_BYTES, COLS * 128, &full[st]);
 			}
 		}
 		return;
@@ -341,6 +347,7 @@ __global__ void __launch_bounds__(384, 1) passes(int iters, long long *cyc, floa
 	(void)sink;
 	(void)s;
 	(void)src;
+	(void)loads;
 	__trap();
 #endif
 }
@@ -368,17 +375,19 @@ static int by_clk(const void *x, const void *y)
 template <int MODE, int RING = 0>
 static int run(int nsm, int reps, long long *cyc, float *sink, const char *src)
 {
+	static const char *env = getenv("LOADS");
+	static const int loads = env ? atoi(env) & 3 : 3;
 	const int smem = SMEM_BYTES, iters = 4095;
 	static Rep rep[100000];
 	CHECK(cudaFuncSetAttribute(passes<MODE, RING>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-	passes<MODE, RING><<<nsm, 384, smem>>>(63, cyc, sink, 1.f, src); /* warm-up */
+	passes<MODE, RING><<<nsm, 384, smem>>>(63, cyc, sink, 1.f, src, loads); /* warm-up */
 	CHECK(cudaDeviceSynchronize());
 	cudaEvent_t e0, e1;
 	CHECK(cudaEventCreate(&e0));
 	CHECK(cudaEventCreate(&e1));
 	for (int r = 0; r < reps; ++r) {
 		CHECK(cudaEventRecord(e0));
-		passes<MODE, RING><<<nsm, 384, smem>>>(iters, cyc, sink, 1.f, src);
+		passes<MODE, RING><<<nsm, 384, smem>>>(iters, cyc, sink, 1.f, src, loads);
 		CHECK(cudaEventRecord(e1));
 		long long h[1024];
 		CHECK(cudaMemcpy(h, cyc, nsm * sizeof(*h), cudaMemcpyDeviceToHost));
@@ -439,6 +448,9 @@ int main(int argc, char **argv)
 	CHECK(cudaMalloc(&src, (size_t)nsm * STAGE_BYTES));
 	CHECK(cudaMemset(src, 0, (size_t)nsm * STAGE_BYTES));
 	printf("# %d blocks of two consumer warpgroups, 4095 k-steps of 128 channels; best of %d\n", nsm, reps);
+	static const char *what[] = {"nothing", "A alone", "B alone", "A and B"};
+	if (getenv("LOADS"))
+		printf("# the ring's stages load %s\n", what[atoi(getenv("LOADS")) & 3]);
 	if (run<FOUR_64>(nsm, reps, cyc, sink, src) || run<FOUR_64_RS>(nsm, reps, cyc, sink, src) ||
 	    run<FOUR_64_CARRY>(nsm, reps, cyc, sink, src) || run<FOUR_64_STAGGER>(nsm, reps, cyc, sink, src) ||
 	    run<TWO_128>(nsm, reps, cyc, sink, src) || run<TWO_128_STAGGER>(nsm, reps, cyc, sink, src) ||

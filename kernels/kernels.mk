@@ -9,7 +9,9 @@
 #                   make -f kernels/kernels.mk BUILD=build gmm-standalone
 #   bench-passes    the consumer loop's pass structures timed alone (GPU;
 #                   REPS=300: launches each, at the GPU's power limit;
-#                   BLOCKS=66: fewer blocks than multiprocessors)
+#                   BLOCKS=66: fewer blocks than multiprocessors;
+#                   LOADS=0|1|2 in the environment: the ring loads
+#                   nothing, A alone, B alone)
 # Without nvcc the host API is built with -DCG_NO_KERNELS: every call
 # returns CUDA_ERROR_NOT_SUPPORTED and says why.
 
