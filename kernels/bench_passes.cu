@@ -19,6 +19,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "gmm_kernels.h"
 #include "gmm_sched.cuh"
@@ -373,10 +374,8 @@ static int by_clk(const void *x, const void *y)
 }
 
 template <int MODE, int RING = 0>
-static int run(int nsm, int reps, long long *cyc, float *sink, const char *src)
+static int run(int nsm, int reps, long long *cyc, float *sink, const char *src, int loads)
 {
-	static const char *env = getenv("LOADS");
-	static const int loads = env ? atoi(env) & 3 : 3;
 	const int smem = SMEM_BYTES, iters = 4095;
 	static Rep rep[100000];
 	CHECK(cudaFuncSetAttribute(passes<MODE, RING>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
@@ -436,6 +435,12 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bench_passes: blocks 1-%d (one per multiprocessor at most)\n", nsm);
 		return 2;
 	}
+	const char *env = getenv("LOADS");
+	const int loads = env ? atoi(env) : 3;
+	if (env && (strlen(env) != 1 || *env < '0' || *env > '3')) {
+		fprintf(stderr, "bench_passes: LOADS=%s: 0 (nothing), 1 (A), 2 (B) or 3 (both, the default)\n", env);
+		return 2;
+	}
 	if (argc > 2)
 		nsm = atoi(argv[2]);
 	if (nsm > 1024) /* run()'s copy of the clocks */
@@ -448,23 +453,23 @@ int main(int argc, char **argv)
 	CHECK(cudaMalloc(&src, (size_t)nsm * STAGE_BYTES));
 	CHECK(cudaMemset(src, 0, (size_t)nsm * STAGE_BYTES));
 	printf("# %d blocks of two consumer warpgroups, 4095 k-steps of 128 channels; best of %d\n", nsm, reps);
-	static const char *what[] = {"nothing", "A alone", "B alone", "A and B"};
-	if (getenv("LOADS"))
-		printf("# the ring's stages load %s\n", what[atoi(getenv("LOADS")) & 3]);
-	if (run<FOUR_64>(nsm, reps, cyc, sink, src) || run<FOUR_64_RS>(nsm, reps, cyc, sink, src) ||
-	    run<FOUR_64_CARRY>(nsm, reps, cyc, sink, src) || run<FOUR_64_STAGGER>(nsm, reps, cyc, sink, src) ||
-	    run<TWO_128>(nsm, reps, cyc, sink, src) || run<TWO_128_STAGGER>(nsm, reps, cyc, sink, src) ||
-	    run<TWO_96>(nsm, reps, cyc, sink, src) || run<ONE_192>(nsm, reps, cyc, sink, src) ||
-	    run<ONE_192_STAGGER>(nsm, reps, cyc, sink, src) || run<ONE_192_BARE>(nsm, reps, cyc, sink, src) ||
-	    run<ONE_256_RESCALED>(nsm, reps, cyc, sink, src))
+	static const char *const what[] = {"nothing", "A alone", "B alone"};
+	if (loads != 3)
+		printf("# the ring's stages load %s\n", what[loads]);
+	if (run<FOUR_64>(nsm, reps, cyc, sink, src, loads) || run<FOUR_64_RS>(nsm, reps, cyc, sink, src, loads) ||
+	    run<FOUR_64_CARRY>(nsm, reps, cyc, sink, src, loads) || run<FOUR_64_STAGGER>(nsm, reps, cyc, sink, src, loads) ||
+	    run<TWO_128>(nsm, reps, cyc, sink, src, loads) || run<TWO_128_STAGGER>(nsm, reps, cyc, sink, src, loads) ||
+	    run<TWO_96>(nsm, reps, cyc, sink, src, loads) || run<ONE_192>(nsm, reps, cyc, sink, src, loads) ||
+	    run<ONE_192_STAGGER>(nsm, reps, cyc, sink, src, loads) || run<ONE_192_BARE>(nsm, reps, cyc, sink, src, loads) ||
+	    run<ONE_256_RESCALED>(nsm, reps, cyc, sink, src, loads))
 		return 1;
 	printf("# the same, the operands loaded from L2 through the kernels' ring: 3 stages of 48 KB (256 columns)\n");
-	if (run<FOUR_64, 3>(nsm, reps, cyc, sink, src) || run<FOUR_64_RS, 3>(nsm, reps, cyc, sink, src) ||
-	    run<FOUR_64_STAGGER, 3>(nsm, reps, cyc, sink, src) || run<TWO_128, 3>(nsm, reps, cyc, sink, src) ||
-	    run<TWO_128_STAGGER, 3>(nsm, reps, cyc, sink, src) || run<ONE_256_RESCALED, 3>(nsm, reps, cyc, sink, src))
+	if (run<FOUR_64, 3>(nsm, reps, cyc, sink, src, loads) || run<FOUR_64_RS, 3>(nsm, reps, cyc, sink, src, loads) ||
+	    run<FOUR_64_STAGGER, 3>(nsm, reps, cyc, sink, src, loads) || run<TWO_128, 3>(nsm, reps, cyc, sink, src, loads) ||
+	    run<TWO_128_STAGGER, 3>(nsm, reps, cyc, sink, src, loads) || run<ONE_256_RESCALED, 3>(nsm, reps, cyc, sink, src, loads))
 		return 1;
 	printf("# 4 stages (48 KB; 40 KB for 192 columns, DeepGEMM's ring)\n");
-	return run<FOUR_64, 4>(nsm, reps, cyc, sink, src) || run<TWO_128, 4>(nsm, reps, cyc, sink, src) ||
-	       run<TWO_96, 4>(nsm, reps, cyc, sink, src) || run<ONE_192, 4>(nsm, reps, cyc, sink, src) ||
-	       run<ONE_192_STAGGER, 4>(nsm, reps, cyc, sink, src) || run<ONE_256_RESCALED, 4>(nsm, reps, cyc, sink, src);
+	return run<FOUR_64, 4>(nsm, reps, cyc, sink, src, loads) || run<TWO_128, 4>(nsm, reps, cyc, sink, src, loads) ||
+	       run<TWO_96, 4>(nsm, reps, cyc, sink, src, loads) || run<ONE_192, 4>(nsm, reps, cyc, sink, src, loads) ||
+	       run<ONE_192_STAGGER, 4>(nsm, reps, cyc, sink, src, loads) || run<ONE_256_RESCALED, 4>(nsm, reps, cyc, sink, src, loads);
 }
