@@ -44,6 +44,7 @@ struct cg_gmm_module {
 	CUfunction fn[CG_GMM_NKERNELS]; /* NULL where this device cannot run it */
 	int sm_count;
 	int cc; /* compute capability, major * 10 + minor */
+	int l2_bytes;
 };
 
 /* The kernels loaded into ctx, which is current on this thread; loaded on

@@ -99,6 +99,7 @@ CG_HD static inline int cg_gmm_form_has_tables(int form)
 #define CG_GMM_ARG_SFA_TMA 32 /* fp8 sfa: TMA loads (16-byte base and strides; SM90) */
 #define CG_GMM_ARG_SFA_ROWS 64 /* ... of row-major sfa, boxes of 4 k blocks (else MN-major) */
 #define CG_GMM_ARG_TAIL_NEXT 128 /* a tail launch follows this one (SM90, grouped_mm.c) */
+#define CG_GMM_ARG_SKIP_HALF 256 /* fp8 128-row tiles: a half with no row to write computes nothing */
 
 /* Groups the range forms keep in shared memory (row ranges, tile prefix). */
 #define CG_GMM_MAX_OFFS_GROUPS 1024

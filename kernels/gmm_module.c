@@ -70,6 +70,7 @@ static CUresult load_functions(const struct cg_gmm_driver *drv, struct cg_gmm_en
 	if ((r = device_attr(drv, dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, &major)) ||
 	    (r = device_attr(drv, dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, &minor)) ||
 	    (r = device_attr(drv, dev, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, &e->m.sm_count)) ||
+	    (r = device_attr(drv, dev, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, &e->m.l2_bytes)) ||
 	    (r = device_attr(drv, dev, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, &smem_optin)))
 		return r;
 	e->m.cc = major * 10 + minor;

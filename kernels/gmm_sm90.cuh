@@ -609,11 +609,33 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 		/* whether this thread's two rows are written: loaded now (the
 		 * contiguous form reads their group ids) and used after the k-loop */
 		const bool ok[2] = {sc.row_ok(tl, row), sc.row_ok(tl, row + 8)};
-		/* Every warpgroup computes every tile, also rows past the group's end
-		 * (never stored; their A may be stale, see the producer): tiles of
-		 * equal length keep the m-tiles that share a B slab in step, so that
-		 * B streams from DRAM once (measured: idling on short tiles made
-		 * DSV3 gate_up 16% slower). */
+		/* fp8: a warpgroup whose 64 rows hold none to write (padding,
+		 * rows past the group) only waits for and releases each stage,
+		 * leaving the tensor cores to the other (the host's
+		 * CG_GMM_ARG_SKIP_HALF, where this tile's lead over the m-tiles
+		 * sharing its B cannot cost them B's reads; kernels/NOTES.md v35) */
+		if (FP8 && C::ROW_SPLIT && (a.flags & CG_GMM_ARG_SKIP_HALF) && wg_all(1 + cw, !ok[0] && !ok[1])) {
+			for (int kb0 = 0; kb0 < k_iters; kb0 += STAGES) {
+#pragma unroll
+				for (int stage = 0; stage < STAGES; ++stage) {
+					if (kb0 + stage >= k_iters)
+						break;
+					mbar_wait(&full[stage], (parity >> stage) & 1);
+					parity ^= 1u << stage;
+					if (epi_tma && leader)
+						pend.issue_one(tmd, dbuf);
+					__syncwarp();
+					if (lane == 0)
+						mbar_arrive(&empty[stage]);
+				}
+			}
+			continue;
+		}
+		/* Otherwise every warpgroup computes every tile, also rows past the
+		 * group's end (never stored; their A may be stale, see the
+		 * producer): tiles of equal length keep the m-tiles that share a B
+		 * slab in step, so that B streams from DRAM once (measured: idling
+		 * on short tiles made DSV3 gate_up 16% slower). */
 		if (FP8) {
 #pragma unroll
 			for (int i = 0; i < C::ACC; ++i)

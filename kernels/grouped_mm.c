@@ -260,7 +260,7 @@ static CUresult launch(const struct cg_gmm_driver *drv, const struct cg_gmm_modu
 	const struct cg_gmm_kernel_info *k = &cg_gmm_kernel_info[id];
 	if (!mod->fn[id])
 		return cg_gmm_fail(CUDA_ERROR_NOT_SUPPORTED, "grouped_mm: %s cannot run on this device", k->name);
-	args.flags = arg_flags(p, form, k, &args) | (place == AHEAD ? CG_GMM_ARG_TAIL_NEXT : 0);
+	args.flags |= arg_flags(p, form, k, &args) | (place == AHEAD ? CG_GMM_ARG_TAIL_NEXT : 0);
 	const unsigned smem = cg_gmm_kernel_smem(k, form, (int)p->g);
 	const unsigned threads = (unsigned)cg_gmm_kernel_threads(k);
 	CUtensorMap ta, tb, td = {{0}}, ts = {{0}};
@@ -284,6 +284,31 @@ static CUresult launch(const struct cg_gmm_driver *drv, const struct cg_gmm_modu
 	r = drv->cuLaunchKernel(mod->fn[id], grid, 1, 1, threads, 1, 1, smem, s, k->sm90 ? sm90_params : sm80_params,
 				NULL);
 	return r == CUDA_SUCCESS ? r : cg_gmm_fail(r, "grouped_mm: launching %s failed", k->name);
+}
+
+/* Whether the fp8 128-row kernel k may leave a 64-row half with no row to
+ * write uncomputed (CG_GMM_ARG_SKIP_HALF), as DeepGEMM does.  Balanced
+ * routing pads each expert to 128 rows, so about half the groups' last
+ * m-tiles hold a half of padding.  Such a tile ends early and runs ahead of
+ * the m-tiles that share its B slab, which find B in L2 only if L2 holds
+ * what one round of tiles streams: the slabs in flight (a round's tiles over
+ * the m-tiles per group) times a slab's bytes (bn x K).  And it pays only
+ * where the groups' last m-tiles are a quarter of the tiles or more (at most
+ * 4 m-tiles a group).  Measured (kernels/NOTES.md v35), time without over
+ * time with, balanced: DSV3 down 1.003-1.04, Qwen3 gate_up 1.02-1.04, Qwen3
+ * down 0.994-1.03; DSV3 gate_up, whose round streams 121 MB of B, 0.92 (0.945
+ * on uniform routing); Mixtral, 8 m-tiles a group, 0.985-1.014 over five
+ * draws.  bf16 keeps computing every half (Mixtral 2.4% slower). */
+static int skip_halves(const struct cg_gmm_problem *p, const struct cg_gmm_kernel_info *k,
+		       const struct cg_gmm_module *mod, int64_t m_tiles, int64_t tiles)
+{
+	if (!k->fp8 || !k->sm90 || k->bm <= 64)
+		return 0;
+	const int64_t per_group = m_tiles / (p->g > 0 ? p->g : 1);
+	if (per_group <= 1) /* no slab shared: no m-tile to run ahead of */
+		return 1;
+	const int64_t in_flight = (tiles < mod->sm_count ? tiles : mod->sm_count) / per_group;
+	return per_group <= 4 && in_flight * k->bn * p->k <= (int64_t)mod->l2_bytes;
 }
 
 /* The fewest k-steps (128 channels fp8, 64 bf16) a tile of the last round
@@ -337,6 +362,8 @@ static CUresult enqueue(const struct cg_gmm_driver *drv, CUcontext ctx, CUstream
 	const int64_t tiles = m_tiles * ((p->n + k->bn - 1) / k->bn);
 	const int64_t sms = mod->sm_count, per_sm = k->sm90 ? 1 : 2;
 	const unsigned grid = (unsigned)(tiles < per_sm * sms ? tiles : per_sm * sms);
+	if (skip_halves(p, k, mod, m_tiles, tiles))
+		args.flags = CG_GMM_ARG_SKIP_HALF;
 
 	/* The last round.  Tile t runs on block t mod sms, so T tiles take
 	 * ceil(T / sms) rounds, the last holding r = T mod sms.  Where r <=
