@@ -373,23 +373,34 @@ static int by_clk(const void *x, const void *y)
 	return (a > b) - (a < b);
 }
 
+/* What every structure's run shares: blocks, launches, the device buffers
+ * (passes), what the ring's stages load. */
+struct Bench {
+	int nsm, reps;
+	long long *cyc;
+	float *sink;
+	const char *src;
+	int loads;
+};
+
 template <int MODE, int RING = 0>
-static int run(int nsm, int reps, long long *cyc, float *sink, const char *src, int loads)
+static int run(const Bench &b)
 {
+	const int nsm = b.nsm, reps = b.reps;
 	const int smem = SMEM_BYTES, iters = 4095;
 	static Rep rep[100000];
 	CHECK(cudaFuncSetAttribute(passes<MODE, RING>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-	passes<MODE, RING><<<nsm, 384, smem>>>(63, cyc, sink, 1.f, src, loads); /* warm-up */
+	passes<MODE, RING><<<nsm, 384, smem>>>(63, b.cyc, b.sink, 1.f, b.src, b.loads); /* warm-up */
 	CHECK(cudaDeviceSynchronize());
 	cudaEvent_t e0, e1;
 	CHECK(cudaEventCreate(&e0));
 	CHECK(cudaEventCreate(&e1));
 	for (int r = 0; r < reps; ++r) {
 		CHECK(cudaEventRecord(e0));
-		passes<MODE, RING><<<nsm, 384, smem>>>(iters, cyc, sink, 1.f, src, loads);
+		passes<MODE, RING><<<nsm, 384, smem>>>(iters, b.cyc, b.sink, 1.f, b.src, b.loads);
 		CHECK(cudaEventRecord(e1));
 		long long h[1024];
-		CHECK(cudaMemcpy(h, cyc, nsm * sizeof(*h), cudaMemcpyDeviceToHost));
+		CHECK(cudaMemcpy(h, b.cyc, nsm * sizeof(*h), cudaMemcpyDeviceToHost));
 		float ms;
 		CHECK(cudaEventElapsedTime(&ms, e0, e1));
 		double mean = 0, most = 0;
@@ -456,20 +467,16 @@ int main(int argc, char **argv)
 	static const char *const what[] = {"nothing", "A alone", "B alone"};
 	if (loads != 3)
 		printf("# the ring's stages load %s\n", what[loads]);
-	if (run<FOUR_64>(nsm, reps, cyc, sink, src, loads) || run<FOUR_64_RS>(nsm, reps, cyc, sink, src, loads) ||
-	    run<FOUR_64_CARRY>(nsm, reps, cyc, sink, src, loads) || run<FOUR_64_STAGGER>(nsm, reps, cyc, sink, src, loads) ||
-	    run<TWO_128>(nsm, reps, cyc, sink, src, loads) || run<TWO_128_STAGGER>(nsm, reps, cyc, sink, src, loads) ||
-	    run<TWO_96>(nsm, reps, cyc, sink, src, loads) || run<ONE_192>(nsm, reps, cyc, sink, src, loads) ||
-	    run<ONE_192_STAGGER>(nsm, reps, cyc, sink, src, loads) || run<ONE_192_BARE>(nsm, reps, cyc, sink, src, loads) ||
-	    run<ONE_256_RESCALED>(nsm, reps, cyc, sink, src, loads))
+	const Bench b = {nsm, reps, cyc, sink, src, loads};
+	if (run<FOUR_64>(b) || run<FOUR_64_RS>(b) || run<FOUR_64_CARRY>(b) || run<FOUR_64_STAGGER>(b) ||
+	    run<TWO_128>(b) || run<TWO_128_STAGGER>(b) || run<TWO_96>(b) || run<ONE_192>(b) ||
+	    run<ONE_192_STAGGER>(b) || run<ONE_192_BARE>(b) || run<ONE_256_RESCALED>(b))
 		return 1;
 	printf("# the same, the operands loaded from L2 through the kernels' ring: 3 stages of 48 KB (256 columns)\n");
-	if (run<FOUR_64, 3>(nsm, reps, cyc, sink, src, loads) || run<FOUR_64_RS, 3>(nsm, reps, cyc, sink, src, loads) ||
-	    run<FOUR_64_STAGGER, 3>(nsm, reps, cyc, sink, src, loads) || run<TWO_128, 3>(nsm, reps, cyc, sink, src, loads) ||
-	    run<TWO_128_STAGGER, 3>(nsm, reps, cyc, sink, src, loads) || run<ONE_256_RESCALED, 3>(nsm, reps, cyc, sink, src, loads))
+	if (run<FOUR_64, 3>(b) || run<FOUR_64_RS, 3>(b) || run<FOUR_64_STAGGER, 3>(b) || run<TWO_128, 3>(b) ||
+	    run<TWO_128_STAGGER, 3>(b) || run<ONE_256_RESCALED, 3>(b))
 		return 1;
 	printf("# 4 stages (48 KB; 40 KB for 192 columns, DeepGEMM's ring)\n");
-	return run<FOUR_64, 4>(nsm, reps, cyc, sink, src, loads) || run<TWO_128, 4>(nsm, reps, cyc, sink, src, loads) ||
-	       run<TWO_96, 4>(nsm, reps, cyc, sink, src, loads) || run<ONE_192, 4>(nsm, reps, cyc, sink, src, loads) ||
-	       run<ONE_192_STAGGER, 4>(nsm, reps, cyc, sink, src, loads) || run<ONE_256_RESCALED, 4>(nsm, reps, cyc, sink, src, loads);
+	return run<FOUR_64, 4>(b) || run<TWO_128, 4>(b) || run<TWO_96, 4>(b) || run<ONE_192, 4>(b) ||
+	       run<ONE_192_STAGGER, 4>(b) || run<ONE_256_RESCALED, 4>(b);
 }

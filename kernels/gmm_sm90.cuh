@@ -281,6 +281,15 @@ __device__ __forceinline__ void produce(const S &sc, int k_iters, uint64_t *empt
 		ho->put(n, Tile{Handoff::END, 0, 0, 0});
 }
 
+/* A consumer warp done reading a stage: its one arrival on the stage's
+ * empty barrier. */
+__device__ __forceinline__ void release(uint64_t *empty, int stage, int lane)
+{
+	__syncwarp();
+	if (lane == 0)
+		mbar_arrive(&empty[stage]);
+}
+
 template <int BM, int BN, int BK, int STAGES, bool FP8, bool NK>
 struct Sm90 {
 	static constexpr int NC = CG_GMM_SM90_CONSUMERS(BM, BN);
@@ -624,9 +633,7 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 					parity ^= 1u << stage;
 					if (epi_tma && leader)
 						pend.issue_one(tmd, dbuf);
-					__syncwarp();
-					if (lane == 0)
-						mbar_arrive(&empty[stage]);
+					release(empty, stage, lane);
 				}
 			}
 			continue;
@@ -691,9 +698,7 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 				}
 				wgmma_wait<0>();
 				/* stage read: release it before the last promotion */
-				__syncwarp();
-				if (lane == 0)
-					mbar_arrive(&empty[stage]);
+				release(empty, stage, lane);
 				promote(NP - 1);
 			} else {
 				wgmma_fence();
@@ -706,9 +711,7 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 					pend.issue_one(tmd, dbuf);
 				wgmma_wait<0>();
 				fence_regs(acc);
-				__syncwarp();
-				if (lane == 0)
-					mbar_arrive(&empty[stage]);
+				release(empty, stage, lane);
 			}
 		}
 		}

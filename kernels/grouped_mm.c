@@ -260,6 +260,7 @@ static CUresult launch(const struct cg_gmm_driver *drv, const struct cg_gmm_modu
 	const struct cg_gmm_kernel_info *k = &cg_gmm_kernel_info[id];
 	if (!mod->fn[id])
 		return cg_gmm_fail(CUDA_ERROR_NOT_SUPPORTED, "grouped_mm: %s cannot run on this device", k->name);
+	/* beside what enqueue chose (CG_GMM_ARG_SKIP_HALF) */
 	args.flags |= arg_flags(p, form, k, &args) | (place == AHEAD ? CG_GMM_ARG_TAIL_NEXT : 0);
 	const unsigned smem = cg_gmm_kernel_smem(k, form, (int)p->g);
 	const unsigned threads = (unsigned)cg_gmm_kernel_threads(k);
@@ -304,7 +305,7 @@ static int skip_halves(const struct cg_gmm_problem *p, const struct cg_gmm_kerne
 {
 	if (!k->fp8 || !k->sm90 || k->bm <= 64)
 		return 0;
-	const int64_t per_group = m_tiles / (p->g > 0 ? p->g : 1);
+	const int64_t per_group = m_tiles / p->g; /* g >= 1: check() */
 	if (per_group <= 1) /* no slab shared: no m-tile to run ahead of */
 		return 1;
 	const int64_t in_flight = (tiles < mod->sm_count ? tiles : mod->sm_count) / per_group;
