@@ -254,8 +254,27 @@ static_assert(2 * sizeof(Tile) + 4 * sizeof(uint64_t) == CG_GMM_SM90_HANDOFF_BYT
 
 /* The ring restarts at stage 0 with every tile, so that the k-loop unrolled
  * over the stages knows each stage at compile time; stages a short tile
- * leaves unused keep their own parity (bit s of parity).  ho: the TMA
- * thread's, passing the tiles on (the scale warp passes none). */
+ * leaves unused keep their own parity (bit s of parity).  A consumer's walk
+ * over one tile: wait for each stage to be full, then step(kb, stage).  (The
+ * producer's walk in produce() is written out: this form of it, or the
+ * producer's form here, made ptxas spill.) */
+template <int STAGES, class F>
+__device__ __forceinline__ void consume(int k_iters, uint64_t *full, uint32_t &parity, F step)
+{
+	for (int kb0 = 0; kb0 < k_iters; kb0 += STAGES) {
+#pragma unroll
+		for (int stage = 0; stage < STAGES; ++stage) {
+			if (kb0 + stage >= k_iters)
+				break;
+			mbar_wait(&full[stage], (parity >> stage) & 1);
+			parity ^= 1u << stage;
+			step(kb0 + stage, stage);
+		}
+	}
+}
+
+/* The producer's tiles, each stage loaded once the consumers released it.
+ * ho: the TMA thread's, passing the tiles on (the scale warp passes none). */
 template <int STAGES, class S, class F>
 __device__ __forceinline__ void produce(const S &sc, int k_iters, uint64_t *empty, const Handoff *ho, F fill)
 {
@@ -624,18 +643,11 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 		 * CG_GMM_ARG_SKIP_HALF, where this tile's lead over the m-tiles
 		 * sharing its B cannot cost them B's reads; kernels/NOTES.md v35) */
 		if (FP8 && C::ROW_SPLIT && (a.flags & CG_GMM_ARG_SKIP_HALF) && wg_all(1 + cw, !ok[0] && !ok[1])) {
-			for (int kb0 = 0; kb0 < k_iters; kb0 += STAGES) {
-#pragma unroll
-				for (int stage = 0; stage < STAGES; ++stage) {
-					if (kb0 + stage >= k_iters)
-						break;
-					mbar_wait(&full[stage], (parity >> stage) & 1);
-					parity ^= 1u << stage;
-					if (epi_tma && leader)
-						pend.issue_one(tmd, dbuf);
-					release(empty, stage, lane);
-				}
-			}
+			consume<STAGES>(k_iters, full, parity, [&](int, int stage) {
+				if (epi_tma && leader)
+					pend.issue_one(tmd, dbuf);
+				release(empty, stage, lane);
+			});
 			continue;
 		}
 		/* Otherwise every warpgroup computes every tile, also rows past the
@@ -648,14 +660,7 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 			for (int i = 0; i < C::ACC; ++i)
 				acc[i] = 0.f;
 		}
-		for (int kb0 = 0; kb0 < k_iters; kb0 += STAGES) {
-#pragma unroll
-		for (int stage = 0; stage < STAGES; ++stage) {
-			const int kb = kb0 + stage;
-			if (kb >= k_iters)
-				break;
-			mbar_wait(&full[stage], (parity >> stage) & 1);
-			parity ^= 1u << stage;
+		consume<STAGES>(k_iters, full, parity, [&](int kb, int stage) {
 			const uint32_t ad = stage * C::A_BYTES, bd = stage * C::B_BYTES;
 			if constexpr (FP8) {
 				const float *slot = scales + stage * C::SLOT;
@@ -713,8 +718,7 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 				fence_regs(acc);
 				release(empty, stage, lane);
 			}
-		}
-		}
+		});
 		Tile mine = tl;
 		mine.n0 += c0;
 		if (epi_tma)
