@@ -477,6 +477,6 @@ int main(int argc, char **argv)
 	    run<TWO_128_STAGGER, 3>(b) || run<ONE_256_RESCALED, 3>(b))
 		return 1;
 	printf("# 4 stages (48 KB; 40 KB for 192 columns, DeepGEMM's ring)\n");
-	return run<FOUR_64, 4>(b) || run<TWO_128, 4>(b) || run<TWO_96, 4>(b) || run<ONE_192, 4>(b) ||
-	       run<ONE_192_STAGGER, 4>(b) || run<ONE_256_RESCALED, 4>(b);
+	return run<FOUR_64, 4>(b) || run<FOUR_64_STAGGER, 4>(b) || run<TWO_128, 4>(b) || run<TWO_96, 4>(b) ||
+	       run<ONE_192, 4>(b) || run<ONE_192_STAGGER, 4>(b) || run<ONE_256_RESCALED, 4>(b);
 }
