@@ -395,6 +395,7 @@ static CUresult enqueue(const struct cg_gmm_driver *drv, CUcontext ctx, CUstream
 		if ((r = launch(drv, mod, s, p, form, id, args, grid, AHEAD)) != CUDA_SUCCESS)
 			return r;
 		struct cg_gmm_args tail = args;
+		tail.flags &= ~CG_GMM_ARG_SKIP_HALF; /* its parts have no 128-row tile to halve */
 		tail.tiles = (int)(r_last * split);
 		tail.tail0 = (int)(tiles - r_last);
 		tail.tail_split = split;
