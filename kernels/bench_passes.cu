@@ -95,6 +95,14 @@ enum {
 	FOUR_64_RS,
 	FOUR_64_CARRY,
 	FOUR_64_STAGGER,
+	FOUR_64_SOLO,
+	FOUR_64_BAROPS,
+	FOUR_64_BARWAIT,
+	FOUR_64_BARARRIVE,
+	FOUR_64_KOPS,
+	FOUR_64_WGREL,
+	FOUR_64_EARLY,
+	FOUR_64_RELFIRST,
 	TWO_128,
 	TWO_128_STAGGER,
 	TWO_96,
@@ -109,6 +117,14 @@ static const char *const name[NMODES] = {
 	"... A from registers (ldmatrix once a k-step)",
 	"... the last promoted after the next k-step's first, 2 of 3",
 	"... the second warpgroup started 500 clocks late",
+	"... one consumer warpgroup alone (the other idle)",
+	"... with a ring's barrier operations, never blocking",
+	"... with only the wait of those",
+	"... with only the arrival of those",
+	"... with those and the kernels' three scale loads",
+	"... the release one arrival a warpgroup, not a warp",
+	"... the next stage waited for before the drain",
+	"... the stage released before the last promotion",
 	"2 passes of m64n128k32 x4, each waited, 64 FFMA each",
 	"... the second warpgroup started 500 clocks late",
 	"2 pipelined passes of m64n96k32 x4, 48 FFMA each",
@@ -124,6 +140,20 @@ __device__ constexpr bool staggered(int m)
 	return m == FOUR_64_STAGGER || m == TWO_128_STAGGER || m == ONE_192_STAGGER;
 }
 
+/* the ring's barrier operations on barriers that never block, without
+ * the ring: the wait for a stage, the release's arrival (FOUR_64_WGREL:
+ * both, one arrival a warpgroup; through the ring, its release so) */
+template <int RING>
+__device__ constexpr bool bar_wait(int m)
+{
+	return m == FOUR_64_BAROPS || m == FOUR_64_BARWAIT || m == FOUR_64_KOPS || (!RING && m == FOUR_64_WGREL);
+}
+template <int RING>
+__device__ constexpr bool bar_arrive(int m)
+{
+	return m == FOUR_64_BAROPS || m == FOUR_64_BARARRIVE || m == FOUR_64_KOPS || (!RING && m == FOUR_64_WGREL);
+}
+
 /* one pass's partial sums into its columns of acc */
 template <int R>
 __device__ __forceinline__ void promote(float (&acc)[128], float (&part)[R], int p, float s)
@@ -134,15 +164,23 @@ __device__ __forceinline__ void promote(float (&acc)[128], float (&part)[R], int
 		acc[R * p + i] = fmaf(part[i], s, acc[R * p + i]);
 }
 
+/* an empty hook of pipelined() */
+struct Nop {
+	__device__ void operator()() const {}
+};
+
 /* NP pipelined passes a k-step, each of 2R columns (R partial sums a
  * thread), promoted while the next pass computes: the kernels' consumer
  * loop.  With CARRY_OUT the last pass, waited for, is left for the next
  * k-step to promote once its first pass is issued (CARRY_IN), so that no
  * promotion stands between two k-steps' wgmma; ptxas accepts that only
- * within straight-line code, not across a loop's back edge (C7517) */
-template <int NP, int R, bool CARRY_IN = false, bool CARRY_OUT = false, bool RS = false>
+ * within straight-line code, not across a loop's back edge (C7517).
+ * Hooks: drain() after the last pass is issued, drained() after it
+ * completes, before its promotion (where the kernels release the stage) */
+template <int NP, int R, bool CARRY_IN = false, bool CARRY_OUT = false, bool RS = false, class D1 = Nop,
+	  class D2 = Nop>
 __device__ __forceinline__ void pipelined(float (&acc)[128], float (&part)[2][R], const Desc &a, const Desc &b, float s,
-					  uint32_t a_rows = 0)
+					  uint32_t a_rows = 0, D1 drain = {}, D2 drained = {})
 {
 	static_assert(!CARRY_IN || NP % 2 == 0, "the carried pass's set is not the first pass's");
 	/* RS: the k-step's A read once, from the thread's ldmatrix row a_rows
@@ -165,6 +203,8 @@ __device__ __forceinline__ void pipelined(float (&acc)[128], float (&part)[2][R]
 				wgmma_fp8(part[p & 1], a.at(k * 32), b.at(p * 2 * R * 128 + k * 32), k != 0);
 		}
 		wgmma_commit();
+		if (p == NP - 1)
+			drain();
 		if (p > 0) {
 			wgmma_wait<1>();
 			promote(acc, part[(p - 1) & 1], p - 1, s);
@@ -173,6 +213,7 @@ __device__ __forceinline__ void pipelined(float (&acc)[128], float (&part)[2][R]
 		}
 	}
 	wgmma_wait<0>();
+	drained();
 	if (!CARRY_OUT)
 		promote(acc, part[(NP - 1) & 1], NP - 1, s);
 }
@@ -233,7 +274,7 @@ __host__ __device__ constexpr int cols_of(int m)
  * release the stage after the k-step (the kernels' 128 x 256 tile has 3
  * stages of 48 KB, DeepGEMM's 128 x 192 4 of 40 KB).  RING = 0: the
  * operands stay in stage 0 and the producer idles. */
-enum { A_BYTES = 16 * 1024, STAGE_BYTES = 48 * 1024, SMEM_BYTES = 4 * STAGE_BYTES + 8 * 8 };
+enum { A_BYTES = 16 * 1024, STAGE_BYTES = 48 * 1024, SMEM_BYTES = 4 * STAGE_BYTES + 10 * 8 + 128 * 4 };
 
 /* iters k-steps of 128 channels over one 64 x cols share per consumer
  * warpgroup; cyc: the first consumer's clocks; sink keeps the sums alive;
@@ -247,12 +288,19 @@ __global__ void __launch_bounds__(384, 1) passes(int iters, long long *cyc, floa
 	static_assert(STAGES <= 4, "shared memory holds 4 stages");
 	static_assert(!RING || MODE != FOUR_64_CARRY, "the carried structure takes three k-steps a turn");
 	uint64_t *full = reinterpret_cast<uint64_t *>(bench_smem + 4 * STAGE_BYTES), *empty = full + 4;
+	/* bar_wait() and bar_arrive(): a barrier whose phase 0 is complete,
+	 * waited on, and one whose phase never completes, arrived on; after
+	 * them FOUR_64_KOPS's scales (whatever shared memory holds) */
+	uint64_t *done = empty + 4, *never = done + 1;
 	if (threadIdx.x == 0) {
 		for (int i = 0; i < STAGES; ++i) {
 			mbar_init(&full[i], 1);
-			mbar_init(&empty[i], 8); /* one arrival per consumer warp */
+			mbar_init(&empty[i], MODE == FOUR_64_WGREL ? 2 : 8); /* one arrival per consumer warp(group) */
 		}
+		mbar_init(done, 1);
+		mbar_init(never, (1u << 20) - 1);
 		asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+		mbar_arrive(done);
 	}
 	__syncthreads();
 	const int wg = __shfl_sync(~0u, threadIdx.x / 128, 0);
@@ -276,6 +324,8 @@ __global__ void __launch_bounds__(384, 1) passes(int iters, long long *cyc, floa
 	}
 	asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
 	const int cw = wg - 1, lane = threadIdx.x & 31;
+	if (MODE == FOUR_64_SOLO && cw == 1)
+		return;
 	const uint32_t base = smem_u32(bench_smem) + cw * 8192;
 	const uint32_t a_rows = base + (((threadIdx.x >> 5) & 3) * 16 + (lane & 7) + 8 * ((lane >> 3) & 1)) * 128;
 	/* the partial sums each structure needs (the others fold away) */
@@ -303,12 +353,41 @@ __global__ void __launch_bounds__(384, 1) passes(int iters, long long *cyc, floa
 	 * three-stage ring (iters a multiple of 3) */
 	for (int it = 0; it < iters; it += MODE == FOUR_64_CARRY ? 3 : 1) {
 		const int st = RING ? it % STAGES : 0;
-		if (RING)
+		if (RING && (MODE != FOUR_64_EARLY || it == 0))
 			mbar_wait(&full[st], (it / STAGES) & 1);
+		if (bar_wait<RING>(MODE))
+			mbar_wait(done, 0);
+		/* FOUR_64_KOPS: the scale of the promotions read from shared memory
+		 * as the kernels read theirs (a row's two, a block's pair) */
+		float ks = s;
+		if constexpr (MODE == FOUR_64_KOPS) {
+			const float *sl = reinterpret_cast<const float *>(never + 1);
+			const float2 sb = *reinterpret_cast<const float2 *>(sl + 2 * (it & 7));
+			ks = sl[16 + (threadIdx.x & 31)] * sl[64 + (threadIdx.x & 31)] * sb.x * sb.y;
+		}
 		const uint32_t at = st * STAGE_BYTES;
 		const Desc a(base + at, 16, 1024), b(smem_u32(bench_smem) + at + A_BYTES, 16, 1024);
-		if constexpr (MODE == FOUR_64 || MODE == FOUR_64_STAGGER) {
-			pipelined<4>(acc, p64, a, b, s);
+		auto release = [&] {
+			uint64_t *bar = bar_arrive<RING>(MODE) ? never : &empty[st];
+			if (MODE == FOUR_64_WGREL) { /* after this warp's wait for the k-step's wgmma */
+				if ((threadIdx.x & 127) == 0)
+					mbar_arrive(bar);
+				return;
+			}
+			__syncwarp();
+			if (lane == 0)
+				mbar_arrive(bar);
+		};
+		if constexpr (MODE == FOUR_64 || MODE == FOUR_64_STAGGER || MODE == FOUR_64_SOLO || bar_wait<RING>(MODE) ||
+			      bar_arrive<RING>(MODE) || MODE == FOUR_64_WGREL) {
+			pipelined<4>(acc, p64, a, b, ks);
+		} else if constexpr (MODE == FOUR_64_EARLY) {
+			pipelined<4, 32, false, false, false>(acc, p64, a, b, s, 0, [&] {
+				if (it + 1 < iters)
+					mbar_wait(&full[(it + 1) % STAGES], ((it + 1) / STAGES) & 1);
+			});
+		} else if constexpr (MODE == FOUR_64_RELFIRST) {
+			pipelined<4, 32, false, false, false>(acc, p64, a, b, s, 0, Nop{}, release);
 		} else if constexpr (MODE == FOUR_64_RS) {
 			pipelined<4, 32, false, false, true>(acc, p64, a, b, s, a_rows + at);
 		} else if constexpr (MODE == FOUR_64_CARRY) {
@@ -324,11 +403,8 @@ __global__ void __launch_bounds__(384, 1) passes(int iters, long long *cyc, floa
 		} else {
 			waited<1, 96, MODE != ONE_192_BARE>(acc, p192, a, b, s);
 		}
-		if (RING) {
-			__syncwarp();
-			if (lane == 0)
-				mbar_arrive(&empty[st]);
-		}
+		if ((RING && MODE != FOUR_64_RELFIRST) || bar_arrive<RING>(MODE))
+			release();
 	}
 	const long long t1 = clock64();
 	float x = 0.f;
@@ -413,8 +489,8 @@ static int run(const Bench &b)
 	CHECK(cudaEventDestroy(e0));
 	CHECK(cudaEventDestroy(e1));
 	qsort(rep, reps, sizeof(*rep), by_clk);
-	/* two warpgroups, 64 rows x cols x 128 channels a k-step each */
-	const double fma = 2.0 * 64 * cols_of(MODE) * 128 * iters;
+	/* two warpgroups (one, SOLO), 64 rows x cols x 128 channels a k-step each */
+	const double fma = (MODE == FOUR_64_SOLO ? 1.0 : 2.0) * 64 * cols_of(MODE) * 128 * iters;
 	const Rep &best = rep[0], &med = rep[reps / 2];
 	printf("%-58s %5.0f FMA/clk/SM  %3.0f%% of 4096", name[MODE], fma / best.clk, 100 * fma / best.clk / 4096);
 	if (reps > 7)
@@ -469,14 +545,19 @@ int main(int argc, char **argv)
 		printf("# the ring's stages load %s\n", what[loads]);
 	const Bench b = {nsm, reps, cyc, sink, src, loads};
 	if (run<FOUR_64>(b) || run<FOUR_64_RS>(b) || run<FOUR_64_CARRY>(b) || run<FOUR_64_STAGGER>(b) ||
+	    run<FOUR_64_SOLO>(b) || run<FOUR_64_BAROPS>(b) || run<FOUR_64_BARWAIT>(b) || run<FOUR_64_BARARRIVE>(b) ||
+	    run<FOUR_64_KOPS>(b) || run<FOUR_64_WGREL>(b) ||
 	    run<TWO_128>(b) || run<TWO_128_STAGGER>(b) || run<TWO_96>(b) || run<ONE_192>(b) ||
 	    run<ONE_192_STAGGER>(b) || run<ONE_192_BARE>(b) || run<ONE_256_RESCALED>(b))
 		return 1;
 	printf("# the same, the operands loaded from L2 through the kernels' ring: 3 stages of 48 KB (256 columns)\n");
-	if (run<FOUR_64, 3>(b) || run<FOUR_64_RS, 3>(b) || run<FOUR_64_STAGGER, 3>(b) || run<TWO_128, 3>(b) ||
+	if (run<FOUR_64, 3>(b) || run<FOUR_64_RS, 3>(b) || run<FOUR_64_STAGGER, 3>(b) || run<FOUR_64_EARLY, 3>(b) ||
+	    run<FOUR_64_WGREL, 3>(b) ||
+	    run<FOUR_64_RELFIRST, 3>(b) || run<TWO_128, 3>(b) ||
 	    run<TWO_128_STAGGER, 3>(b) || run<ONE_256_RESCALED, 3>(b))
 		return 1;
 	printf("# 4 stages (48 KB; 40 KB for 192 columns, DeepGEMM's ring)\n");
-	return run<FOUR_64, 4>(b) || run<FOUR_64_STAGGER, 4>(b) || run<TWO_128, 4>(b) || run<TWO_96, 4>(b) ||
+	return run<FOUR_64, 4>(b) || run<FOUR_64_STAGGER, 4>(b) || run<FOUR_64_EARLY, 4>(b) || run<FOUR_64_WGREL, 4>(b) ||
+	       run<FOUR_64_RELFIRST, 4>(b) || run<TWO_128, 4>(b) || run<TWO_96, 4>(b) ||
 	       run<ONE_192, 4>(b) || run<ONE_192_STAGGER, 4>(b) || run<ONE_256_RESCALED, 4>(b);
 }
