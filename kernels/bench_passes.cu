@@ -143,15 +143,13 @@ __device__ constexpr bool staggered(int m)
 /* the ring's barrier operations on barriers that never block, without
  * the ring: the wait for a stage, the release's arrival (FOUR_64_WGREL:
  * both, one arrival a warpgroup; through the ring, its release so) */
-template <int RING>
-__device__ constexpr bool bar_wait(int m)
+__device__ constexpr bool bar_wait(int m, int ring)
 {
-	return m == FOUR_64_BAROPS || m == FOUR_64_BARWAIT || m == FOUR_64_KOPS || (!RING && m == FOUR_64_WGREL);
+	return m == FOUR_64_BAROPS || m == FOUR_64_BARWAIT || m == FOUR_64_KOPS || (!ring && m == FOUR_64_WGREL);
 }
-template <int RING>
-__device__ constexpr bool bar_arrive(int m)
+__device__ constexpr bool bar_arrive(int m, int ring)
 {
-	return m == FOUR_64_BAROPS || m == FOUR_64_BARARRIVE || m == FOUR_64_KOPS || (!RING && m == FOUR_64_WGREL);
+	return m == FOUR_64_BAROPS || m == FOUR_64_BARARRIVE || m == FOUR_64_KOPS || (!ring && m == FOUR_64_WGREL);
 }
 
 /* one pass's partial sums into its columns of acc */
@@ -355,7 +353,7 @@ __global__ void __launch_bounds__(384, 1) passes(int iters, long long *cyc, floa
 		const int st = RING ? it % STAGES : 0;
 		if (RING && (MODE != FOUR_64_EARLY || it == 0))
 			mbar_wait(&full[st], (it / STAGES) & 1);
-		if (bar_wait<RING>(MODE))
+		if (bar_wait(MODE, RING))
 			mbar_wait(done, 0);
 		/* FOUR_64_KOPS: the scale of the promotions read from shared memory
 		 * as the kernels read theirs (a row's two, a block's pair) */
@@ -367,19 +365,17 @@ __global__ void __launch_bounds__(384, 1) passes(int iters, long long *cyc, floa
 		}
 		const uint32_t at = st * STAGE_BYTES;
 		const Desc a(base + at, 16, 1024), b(smem_u32(bench_smem) + at + A_BYTES, 16, 1024);
-		auto release = [&] {
-			uint64_t *bar = bar_arrive<RING>(MODE) ? never : &empty[st];
-			if (MODE == FOUR_64_WGREL) { /* after this warp's wait for the k-step's wgmma */
-				if ((threadIdx.x & 127) == 0)
-					mbar_arrive(bar);
-				return;
-			}
-			__syncwarp();
-			if (lane == 0)
+		/* the kernels' release(), or WGREL's: thread 0 of the warpgroup,
+		 * after its warp's wait for the k-step's wgmma */
+		auto free_stage = [&] {
+			uint64_t *bar = bar_arrive(MODE, RING) ? never : &empty[st];
+			if (MODE != FOUR_64_WGREL)
+				release(bar, 0, lane);
+			else if ((threadIdx.x & 127) == 0)
 				mbar_arrive(bar);
 		};
-		if constexpr (MODE == FOUR_64 || MODE == FOUR_64_STAGGER || MODE == FOUR_64_SOLO || bar_wait<RING>(MODE) ||
-			      bar_arrive<RING>(MODE) || MODE == FOUR_64_WGREL) {
+		if constexpr (MODE == FOUR_64 || MODE == FOUR_64_STAGGER || MODE == FOUR_64_SOLO || bar_wait(MODE, RING) ||
+			      bar_arrive(MODE, RING) || MODE == FOUR_64_WGREL) {
 			pipelined<4>(acc, p64, a, b, ks);
 		} else if constexpr (MODE == FOUR_64_EARLY) {
 			pipelined<4, 32, false, false, false>(acc, p64, a, b, s, 0, [&] {
@@ -387,7 +383,7 @@ __global__ void __launch_bounds__(384, 1) passes(int iters, long long *cyc, floa
 					mbar_wait(&full[(it + 1) % STAGES], ((it + 1) / STAGES) & 1);
 			});
 		} else if constexpr (MODE == FOUR_64_RELFIRST) {
-			pipelined<4, 32, false, false, false>(acc, p64, a, b, s, 0, Nop{}, release);
+			pipelined<4, 32, false, false, false>(acc, p64, a, b, s, 0, Nop{}, free_stage);
 		} else if constexpr (MODE == FOUR_64_RS) {
 			pipelined<4, 32, false, false, true>(acc, p64, a, b, s, a_rows + at);
 		} else if constexpr (MODE == FOUR_64_CARRY) {
@@ -403,8 +399,8 @@ __global__ void __launch_bounds__(384, 1) passes(int iters, long long *cyc, floa
 		} else {
 			waited<1, 96, MODE != ONE_192_BARE>(acc, p192, a, b, s);
 		}
-		if ((RING && MODE != FOUR_64_RELFIRST) || bar_arrive<RING>(MODE))
-			release();
+		if ((RING && MODE != FOUR_64_RELFIRST) || bar_arrive(MODE, RING))
+			free_stage();
 	}
 	const long long t1 = clock64();
 	float x = 0.f;
