@@ -127,7 +127,9 @@ int fake_tensor_map_address(const CUtensorMap *map, CUdeviceptr *addr);
 /* One driver call that orders work (cuEventCreate, cuEventRecord,
  * cuEventSynchronize, cuStreamWaitEvent, cuStreamCreate,
  * cuStreamSynchronize, a kernel that ran: "launch", then "programmatic"
- * where cuLaunchKernelEx let it overlap the kernel before it): ctx is the
+ * where cuLaunchKernelEx let it overlap the kernel before it and "cluster"
+ * where it ran in clusters, kernel then saying "clusters of X x Y x Z, grid
+ * X x Y x Z"): ctx is the
  * event's (create, record, event synchronize) or the stream's (wait, stream
  * create, stream synchronize, launch) context;
  * stream the stream it was made on; object the event or created stream;

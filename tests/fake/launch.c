@@ -5,6 +5,7 @@
  * CUDA_ERROR_INVALID_HANDLE and nothing runs; a CUkernel runs in any context; an operand on
  * another device runs silently with peer access and poisons the context without.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -184,39 +185,94 @@ CUresult fake_launch(CUfunction f, const struct fake_dims *d, CUstream hStream, 
 	return fake_launch_run(ctx, kd, buf);
 }
 
-/* Launch configuration from cuLaunchKernelEx attributes. */
-static CUresult launch_ex(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
-			  void **extra)
+/* A CUlaunchConfig's dimensions, its cluster shape (zero without the
+ * attribute) and the cooperative and overlap attributes; other attributes
+ * (priority...) only affect scheduling, which the fake does not model. */
+static CUresult config_dims(const CUlaunchConfig *config, struct fake_dims *d, bool *cooperative,
+			    bool *programmatic)
 {
 	if (!config || (config->numAttrs > 0 && !config->attrs))
 		return CUDA_ERROR_INVALID_VALUE;
-	struct fake_dims d = {
+	*d = (struct fake_dims){
 		{config->gridDimX, config->gridDimY, config->gridDimZ},
 		{config->blockDimX, config->blockDimY, config->blockDimZ},
 		config->sharedMemBytes,
 		{0, 0, 0},
 	};
-	bool cooperative = false, programmatic = false;
+	*cooperative = *programmatic = false;
 	for (unsigned i = 0; i < config->numAttrs; i++) {
 		const CUlaunchAttribute *a = &config->attrs[i];
 		if (a->id < 0 || a->id >= CU_LAUNCH_ATTRIBUTE_MAX)
 			return CUDA_ERROR_INVALID_VALUE;
 		if (a->id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
-			d.cluster[0] = a->value.clusterDim.x;
-			d.cluster[1] = a->value.clusterDim.y;
-			d.cluster[2] = a->value.clusterDim.z;
+			d->cluster[0] = a->value.clusterDim.x;
+			d->cluster[1] = a->value.clusterDim.y;
+			d->cluster[2] = a->value.clusterDim.z;
 		} else if (a->id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE) {
-			cooperative = a->value.cooperative != 0;
+			*cooperative = a->value.cooperative != 0;
 		} else if (a->id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION) {
-			programmatic = a->value.programmaticStreamSerializationAllowed != 0;
+			*programmatic = a->value.programmaticStreamSerializationAllowed != 0;
 		}
-		/* Other attributes (priority...) only affect scheduling, which the fake
-		 * does not model; an overlap allowed is only traced. */
 	}
-	const CUresult rc = fake_launch(f, &d, config->hStream, kernelParams, extra, cooperative);
+	return CUDA_SUCCESS;
+}
+
+/* Launch configuration from cuLaunchKernelEx attributes; an overlap
+ * allowed and clusters are only traced. */
+static CUresult launch_ex(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
+			  void **extra)
+{
+	struct fake_dims d;
+	bool cooperative, programmatic;
+	CUresult rc = config_dims(config, &d, &cooperative, &programmatic);
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	rc = fake_launch(f, &d, config->hStream, kernelParams, extra, cooperative);
 	if (rc == CUDA_SUCCESS && programmatic)
 		fake_trace_note("programmatic", NULL, config->hStream, f, NULL);
+	if (rc == CUDA_SUCCESS && (d.cluster[0] || d.cluster[1] || d.cluster[2])) {
+		char dims[64]; /* "clusters of X x Y x Z, grid X x Y x Z" */
+		snprintf(dims, sizeof dims, "clusters of %u x %u x %u, grid %u x %u x %u", d.cluster[0],
+			 d.cluster[1], d.cluster[2], d.grid[0], d.grid[1], d.grid[2]);
+		fake_trace_note("cluster", NULL, config->hStream, f, dims);
+	}
 	return rc;
+}
+
+/* Clusters of config's size resident at once on the fake H200: its 132
+ * multiprocessors each hold as many blocks as their 228 KB of shared memory
+ * (1 KB reserved a block) and 2048 threads allow, up to 32.  A cluster's
+ * blocks share a GPC, so at one block a multiprocessor an H200 fit 66, 39
+ * and 30 clusters of 2, 3 and 4 (measured), not 132 / size; larger
+ * clusters, or several blocks a multiprocessor, count as 132 x blocks /
+ * size (GPCs are not modelled further). */
+static CUresult occupancy_clusters(int *n, CUfunction f, const CUlaunchConfig *config)
+{
+	struct fake_dims d;
+	bool cooperative, programmatic;
+	CUresult rc = config_dims(config, &d, &cooperative, &programmatic);
+	if (rc != CUDA_SUCCESS || !n)
+		return rc != CUDA_SUCCESS ? rc : CUDA_ERROR_INVALID_VALUE;
+	if (!fake_pool_live(&fake_func_pool, f))
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (!d.cluster[0] && !d.cluster[1] && !d.cluster[2])
+		d.cluster[0] = d.cluster[1] = d.cluster[2] = 1;
+	if ((rc = fake_launch_check_dims(&d, f->attr)) != CUDA_SUCCESS)
+		return rc;
+	const unsigned threads = d.block[0] * d.block[1] * d.block[2];
+	const unsigned cluster = d.cluster[0] * d.cluster[1] * d.cluster[2];
+	unsigned per_sm = 2048u / threads, by_smem = 233472u / (d.shared + 1024u);
+	per_sm = per_sm < by_smem ? per_sm : by_smem;
+	per_sm = per_sm < 32u ? per_sm : 32u;
+	static const int h200_fit[5] = {132, 132, 66, 39, 30};
+	*n = per_sm == 1 && cluster <= 4 ? h200_fit[cluster] : (int)(132u * per_sm / cluster);
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuOccupancyMaxActiveClusters(int *numClusters, CUfunction func, const CUlaunchConfig *config)
+{
+	cuOccupancyMaxActiveClusters_params p = {numClusters, func, config};
+	FAKE_TRACED(cuOccupancyMaxActiveClusters, &p, occupancy_clusters(numClusters, func, config));
 }
 
 /* Legacy and per-thread (_ptsz) variants behave alike: see fake_stream_ctx. */

@@ -168,6 +168,7 @@ static const struct proc procs[] = {
 	P(cuLaunchKernel, cuLaunchKernel, 4000),
 	PT(cuLaunchKernel, cuLaunchKernel_ptsz, 7000),
 	P(cuLaunchKernelEx, cuLaunchKernelEx, 11060),
+	P(cuOccupancyMaxActiveClusters, cuOccupancyMaxActiveClusters, 11070),
 	PT(cuLaunchKernelEx, cuLaunchKernelEx_ptsz, 11060),
 	P(cuLaunchCooperativeKernel, cuLaunchCooperativeKernel, 9000),
 	PT(cuLaunchCooperativeKernel, cuLaunchCooperativeKernel_ptsz, 9000),
