@@ -24,7 +24,7 @@ struct cg_gmm_kernel_info {
 	int fp8;
 	int kn;    /* B in [G, K, N] */
 	int bm, bn, bk, stages;
-	int tma_epi; /* SM90 epilogue through TMA stores (gmm_kernels.h) */
+	int epi;   /* SM90 epilogue: CG_GMM_EPI_* (gmm_kernels.h) */
 };
 extern const struct cg_gmm_kernel_info cg_gmm_kernel_info[CG_GMM_NKERNELS];
 
@@ -35,7 +35,7 @@ static inline int cg_gmm_kernel_threads(const struct cg_gmm_kernel_info *k)
 
 static inline unsigned cg_gmm_kernel_smem(const struct cg_gmm_kernel_info *k, int form, int g)
 {
-	return k->sm90 ? cg_gmm_sm90_smem(k->fp8 ? 1 : 2, k->bm, k->bn, k->bk, k->stages, k->tma_epi, form, g)
+	return k->sm90 ? cg_gmm_sm90_smem(k->fp8 ? 1 : 2, k->bm, k->bn, k->bk, k->stages, k->epi, form, g)
 		       : cg_gmm_sm80_smem(k->bm, k->bn, k->bk, form, g);
 }
 
@@ -45,6 +45,9 @@ struct cg_gmm_module {
 	int sm_count;
 	int cc; /* compute capability, major * 10 + minor */
 	int l2_bytes;
+	/* clusters of c k-split CTAs (the KSPLIT kernels) that run at once;
+	 * 0: unknown, no k-split */
+	int ksplit_fit[CG_GMM_KSPLIT_MAX + 1];
 };
 
 /* The kernels loaded into ctx, which is current on this thread; loaded on

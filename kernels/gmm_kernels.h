@@ -20,7 +20,10 @@
  *              leaves room for bm x bn of bf16: the 128 x 256 kernels give a
  *              stage for it; measured on bf16, Qwen3 down 4% and Mixtral 2%
  *              faster, two balanced gate_up shapes 1-2% slower); REG:
- *              stores from registers.
+ *              stores from registers; KSPLIT: the CTAs of a cluster
+ *              each sum a share of K into the same tile, and the first adds
+ *              the others' sums, received in its shared memory, before
+ *              storing from registers (a tail launch's parts, grouped_mm.c).
  * 64-row tiles serve decode-sized groups: "split" ones (two consumers side by
  * side) where there are tiles enough for every multiprocessor, "small" ones
  * (one consumer, twice the tiles) below that; "large" ones serve prefill. */
@@ -34,10 +37,24 @@
 	X(cg_gmm_sm90_fp8_nk_small, SM90, FP8, NK, 64, 128, 128, 8, REG)   \
 	X(cg_gmm_sm90_fp8_nk_split, SM90, FP8, NK, 64, 256, 128, 5, REG)   \
 	X(cg_gmm_sm90_fp8_nk_large, SM90, FP8, NK, 128, 256, 128, 3, TMA)  \
+	X(cg_gmm_sm90_bf16_nk_ksplit, SM90, BF16, NK, 64, 128, 64, 4, KSPLIT) \
+	X(cg_gmm_sm90_bf16_kn_ksplit, SM90, BF16, KN, 64, 128, 64, 4, KSPLIT) \
+	X(cg_gmm_sm90_fp8_nk_ksplit, SM90, FP8, NK, 64, 128, 128, 4, KSPLIT) \
 	X(cg_gmm_sm80_bf16_nk, SM80, BF16, NK, 128, 128, 32, 1, REG)       \
 	X(cg_gmm_sm80_bf16_kn, SM80, BF16, KN, 128, 128, 32, 1, REG)       \
 	X(cg_gmm_sm80_fp8_nk, SM80, FP8, NK, 128, 128, 32, 1, REG)         \
 	X(cg_gmm_sm80_fp8_kn, SM80, FP8, KN, 128, 128, 32, 1, REG)
+
+/* The table's epilogue column */
+#define CG_GMM_EPI_REG 0
+#define CG_GMM_EPI_TMA 1
+#define CG_GMM_EPI_KSPLIT 2
+
+/* KSPLIT: CTAs in a cluster at most, and the shared memory where the first
+ * receives the others' bm x bn fp32 sums, then its mbarrier (128 bytes
+ * keep the scales after it aligned) */
+#define CG_GMM_KSPLIT_MAX 4
+#define CG_GMM_KSPLIT_BYTES(bm, bn) ((CG_GMM_KSPLIT_MAX - 1) * (bm) * (bn) * 4 + 128)
 
 /* SM90 consumer warpgroups: each computes 64 rows; a 64-row tile wider than
  * 128 columns is split by columns (128 each), so that decode-sized groups,
@@ -149,12 +166,20 @@ CG_HD static inline unsigned cg_gmm_sm90_ring_bytes(int esize, int bm, int bn, i
 	return (unsigned)((bm + bn) * bk * esize * stages);
 }
 
-/* esize 1 (fp8) adds each stage's scale slot (CG_GMM_SM90_SLOT); a TMA
- * epilogue its bm x bn bf16 tile */
-CG_HD static inline unsigned cg_gmm_sm90_smem(int esize, int bm, int bn, int bk, int stages, int tma_epi, int form,
+/* The epilogue's shared memory: a TMA epilogue's bm x bn bf16 tile, or a
+ * KSPLIT epilogue's sums received */
+CG_HD static inline unsigned cg_gmm_sm90_epi_bytes(int epi, int bm, int bn)
+{
+	return epi == CG_GMM_EPI_TMA ? (unsigned)(bm * bn * 2)
+	       : epi == CG_GMM_EPI_KSPLIT ? (unsigned)CG_GMM_KSPLIT_BYTES(bm, bn)
+					  : 0u;
+}
+
+/* esize 1 (fp8) adds each stage's scale slot (CG_GMM_SM90_SLOT) */
+CG_HD static inline unsigned cg_gmm_sm90_smem(int esize, int bm, int bn, int bk, int stages, int epi, int form,
 					      int g)
 {
-	return cg_gmm_sm90_ring_bytes(esize, bm, bn, bk, stages) + (tma_epi ? (unsigned)(bm * bn * 2) : 0u) +
+	return cg_gmm_sm90_ring_bytes(esize, bm, bn, bk, stages) + cg_gmm_sm90_epi_bytes(epi, bm, bn) +
 	       (unsigned)(2 * stages * 8) + CG_GMM_SM90_HANDOFF_BYTES + (esize == 1 ? (unsigned)(stages * CG_GMM_SM90_SLOT(bm) * 4) : 0u) +
 	       cg_gmm_tables_bytes(form, g);
 }

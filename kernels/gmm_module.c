@@ -15,8 +15,6 @@
 #define CG_GMM_FP8_BF16 0
 #define CG_GMM_KN_KN 1
 #define CG_GMM_KN_NK 0
-#define CG_GMM_EPI_TMA 1
-#define CG_GMM_EPI_REG 0
 
 const struct cg_gmm_kernel_info cg_gmm_kernel_info[CG_GMM_NKERNELS] = {
 #define CG_GMM_INFO(name, impl, dt, bl, bm, bn, bk, st, epi) \
@@ -58,6 +56,34 @@ static CUresult device_attr(const struct cg_gmm_driver *drv, CUdevice dev, CUdev
 	return r == CUDA_SUCCESS ? r : cg_gmm_fail(r, "grouped_mm: cuDeviceGetAttribute(%d) failed", (int)attr);
 }
 
+/* How many clusters of each size the k-split kernels fit at once, the
+ * fewest over them; a driver that cannot say leaves 0 (no k-split).  A
+ * cluster takes multiprocessors of one GPC, so this is not simply the
+ * multiprocessors over the cluster's size. */
+static void ksplit_fit(const struct cg_gmm_driver *drv, struct cg_gmm_module *m)
+{
+	for (int c = 2; c <= CG_GMM_KSPLIT_MAX && drv->cuOccupancyMaxActiveClusters; ++c) {
+		int fit = 0, seen = 0;
+		for (int i = 0; i < CG_GMM_NKERNELS; ++i) {
+			const struct cg_gmm_kernel_info *k = &cg_gmm_kernel_info[i];
+			if (k->epi != CG_GMM_EPI_KSPLIT || !m->fn[i])
+				continue;
+			CUlaunchAttribute dim = {.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION};
+			dim.value.clusterDim.x = (unsigned)c;
+			dim.value.clusterDim.y = dim.value.clusterDim.z = 1;
+			const CUlaunchConfig cfg = {.gridDimX = (unsigned)c, .gridDimY = 1, .gridDimZ = 1,
+						    .blockDimX = (unsigned)cg_gmm_kernel_threads(k), .blockDimY = 1,
+						    .blockDimZ = 1, .sharedMemBytes = cg_gmm_kernel_smem(k, CG_GMM_FORM_CONTIGUOUS, 1),
+						    .attrs = &dim, .numAttrs = 1};
+			int n = 0;
+			if (drv->cuOccupancyMaxActiveClusters(&n, m->fn[i], &cfg) != CUDA_SUCCESS)
+				n = 0;
+			fit = seen++ ? (n < fit ? n : fit) : n;
+		}
+		m->ksplit_fit[c] = fit;
+	}
+}
+
 /* The functions this device can run, each allowed the shared memory its
  * largest problem needs. */
 static CUresult load_functions(const struct cg_gmm_driver *drv, struct cg_gmm_entry *e)
@@ -91,6 +117,7 @@ static CUresult load_functions(const struct cg_gmm_driver *drv, struct cg_gmm_en
 		if (drv->cuFuncLoad && (r = drv->cuFuncLoad(e->m.fn[i])) != CUDA_SUCCESS)
 			return cg_gmm_fail(r, "grouped_mm: loading %s failed", k->name);
 	}
+	ksplit_fit(drv, &e->m);
 	return CUDA_SUCCESS;
 }
 

@@ -273,13 +273,19 @@ __device__ __forceinline__ void consume(int k_iters, uint64_t *full, uint32_t &p
 	}
 }
 
-/* The producer's tiles, each stage loaded once the consumers released it.
- * ho: the TMA thread's, passing the tiles on (the scale warp passes none). */
-template <int STAGES, class S, class F>
-__device__ __forceinline__ void produce(const S &sc, int k_iters, uint64_t *empty, const Handoff *ho, F fill)
+/* The producer's tiles, each stage loaded once the consumers released it;
+ * KSPLIT: its cluster's one tile of ranks (gmm_kernels.h).  ho: the TMA
+ * thread's, passing the tiles on (the scale warp passes none).  The tile
+ * index stays blockIdx-based for the other kernels: computed outside and
+ * passed in, it left the compiler unsure that the TMA coordinates were
+ * warp-uniform, and every TMA load went through a loop (fp8 3-5% slower). */
+template <int STAGES, bool KSPLIT, class S, class F>
+__device__ __forceinline__ void produce(const S &sc, uint32_t ranks, int k_iters, uint64_t *empty, const Handoff *ho,
+					F fill)
 {
 	uint32_t parity = 0, n = 0;
-	for (int t = blockIdx.x; t < sc.total(); t += gridDim.x) {
+	for (int t = KSPLIT ? blockIdx.x / ranks : blockIdx.x; t < sc.total();
+	     t += KSPLIT ? gridDim.x / ranks : gridDim.x) {
 		Tile tl;
 		if (!sc.tile(t, tl))
 			continue;
@@ -307,6 +313,68 @@ __device__ __forceinline__ void release(uint64_t *empty, int stage, int lane)
 	__syncwarp();
 	if (lane == 0)
 		mbar_arrive(&empty[stage]);
+}
+
+__device__ __forceinline__ uint32_t cluster_rank()
+{
+	uint32_t r;
+	asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+	return r;
+}
+
+__device__ __forceinline__ uint32_t cluster_size()
+{
+	uint32_t r;
+	asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(r));
+	return r;
+}
+
+/* every thread of every CTA of the cluster */
+__device__ __forceinline__ void cluster_sync()
+{
+	asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+/* A k-split tile's sums (gmm_kernels.h, KSPLIT): the CTA of cluster rank
+ * r > 0 writes its ACC floats a thread into slot r - 1 of rank 0's buffer,
+ * float4 j of thread i at (slot * ACC/4 + j) * THREADS + i, and arrives on
+ * rank 0's mbarrier; rank 0 waits for all of them and adds the slots in rank
+ * order, so the sums do not depend on which CTA finished first.  Once a
+ * launch: the host gives each cluster one tile (grid = tiles x ranks), so
+ * the buffer is written once and the mbarrier completes its phase 0 only. */
+template <int ACC, int THREADS>
+__device__ __forceinline__ void ksplit_send(const float (&acc)[ACC], float *buf, uint64_t *bar, uint32_t rank)
+{
+	uint32_t rbuf, rbar;
+	asm volatile("mapa.shared::cluster.u32 %0, %1, 0;" : "=r"(rbuf) : "r"(smem_u32(buf)));
+	asm volatile("mapa.shared::cluster.u32 %0, %1, 0;" : "=r"(rbar) : "r"(smem_u32(bar)));
+	const uint32_t i = threadIdx.x % THREADS;
+#pragma unroll
+	for (int j = 0; j < ACC / 4; ++j)
+		asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(
+				     rbuf + (((rank - 1) * (ACC / 4) + j) * THREADS + i) * 16),
+			     "f"(acc[4 * j]), "f"(acc[4 * j + 1]), "f"(acc[4 * j + 2]), "f"(acc[4 * j + 3])
+			     : "memory");
+	asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(rbar) : "memory");
+}
+
+template <int ACC, int THREADS>
+__device__ __forceinline__ void ksplit_gather(float (&acc)[ACC], const float *buf, uint64_t *bar, uint32_t ranks)
+{
+	asm volatile("{\n.reg .pred p;\nLAB_WAIT:\n"
+		     "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%0], 0;\n"
+		     "@!p bra LAB_WAIT;\n}\n" ::"r"(smem_u32(bar))
+		     : "memory");
+	const uint32_t i = threadIdx.x % THREADS;
+	for (uint32_t slot = 0; slot + 1 < ranks; ++slot)
+#pragma unroll
+		for (int j = 0; j < ACC / 4; ++j) {
+			const float4 v = reinterpret_cast<const float4 *>(buf)[(slot * (ACC / 4) + j) * THREADS + i];
+			acc[4 * j] += v.x;
+			acc[4 * j + 1] += v.y;
+			acc[4 * j + 2] += v.z;
+			acc[4 * j + 3] += v.w;
+		}
 }
 
 template <int BM, int BN, int BK, int STAGES, bool FP8, bool NK>
@@ -472,12 +540,14 @@ __device__ __forceinline__ void sm90_store_smem(const float (&acc)[ACC], const C
  * kernel checks it): no slack to align it by */
 extern __shared__ __align__(1024) unsigned char cg_smem[];
 
-template <int BM, int BN, int BK, int STAGES, bool FP8, bool NK, bool EPI_TMA>
+template <int BM, int BN, int BK, int STAGES, bool FP8, bool NK, int EPI>
 __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensorMap &tmb, const CUtensorMap &tmd,
 					  const CUtensorMap &tms, const cg_gmm_args &a)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 	using C = Sm90<BM, BN, BK, STAGES, FP8, NK>;
+	constexpr bool EPI_TMA = EPI == CG_GMM_EPI_TMA, KSPLIT = EPI == CG_GMM_EPI_KSPLIT;
+	static_assert(!KSPLIT || C::NC == 1, "a k-split tile is one consumer warpgroup's");
 	/* offsets from cg_smem, never through an integer: the compiler then
 	 * knows every pointer below is shared memory (the fp8 scales and the
 	 * group tables are read with LDS, not generic loads) */
@@ -486,9 +556,11 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 		__trap();
 	unsigned char *sa = smem;
 	unsigned char *sb = smem + STAGES * C::A_BYTES;
-	/* the TMA epilogue's D tile: 64 x WN bf16 per consumer warpgroup */
+	/* the epilogue's: TMA, the D tile, 64 x WN bf16 per consumer
+	 * warpgroup; KSPLIT, the other CTAs' sums and their mbarrier */
 	unsigned char *sd = smem + STAGES * (C::A_BYTES + C::B_BYTES);
-	float *scales = reinterpret_cast<float *>(sd + (EPI_TMA ? BM * BN * 2 : 0));
+	float *scales = reinterpret_cast<float *>(sd + cg_gmm_sm90_epi_bytes(EPI, BM, BN));
+	uint64_t *recv = reinterpret_cast<uint64_t *>(sd + CG_GMM_KSPLIT_BYTES(BM, BN) - 128);
 	uint64_t *full = reinterpret_cast<uint64_t *>(scales + STAGES * C::SLOT);
 	uint64_t *empty = full + STAGES;
 	const Handoff ho(empty + STAGES);
@@ -499,6 +571,9 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 	const bool sfa_tma = FP8 && (a.flags & CG_GMM_ARG_SFA_TMA);
 	/* sfa floats per row in a stage's slot: a row-major box's, else 1 */
 	const int sfa_w = FP8 && (a.flags & CG_GMM_ARG_SFA_ROWS) ? CG_GMM_SFA_ROW_BOX : 1;
+	/* broadcast, so that the compiler knows them warp-uniform */
+	const uint32_t ranks = KSPLIT ? __shfl_sync(~0u, cluster_size(), 0) : 1;
+	const uint32_t rank = KSPLIT ? __shfl_sync(~0u, cluster_rank(), 0) : 0;
 
 	/* a tail launched behind this kernel (grouped_mm.c, launch) may take
 	 * each multiprocessor as this kernel's block there ends.  Only then:
@@ -527,11 +602,19 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 			mbar_init(&ho.full[i], 1);
 			mbar_init(&ho.free[i], C::NC * 4);
 		}
+		if (KSPLIT && ranks > 1)
+			mbar_init(recv, (ranks - 1) * 128); /* every consumer thread of the others */
 		asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 	}
 	__syncthreads();
+	if (KSPLIT && ranks > 1)
+		cluster_sync(); /* rank 0's mbarrier initialized before anyone arrives on it */
 
-	const int k_iters = (a.k + BK - 1) / BK;
+	/* KSPLIT: this CTA's k blocks [kb0, kb0 + k_iters) of its cluster's
+	 * tile; a launch without clusters (ranks 1) computes whole tiles */
+	const int k_all = (a.k + BK - 1) / BK;
+	const int kb0 = KSPLIT ? static_cast<int>(rank) * k_all / static_cast<int>(ranks) : 0;
+	const int k_iters = KSPLIT ? (static_cast<int>(rank) + 1) * k_all / static_cast<int>(ranks) - kb0 : k_all;
 	/* broadcast from lane 0 so that the compiler knows it is warp-uniform:
 	 * the consumers' wgmma descriptors then live in uniform registers
 	 * instead of being moved there before every wgmma (measured: fp8
@@ -552,7 +635,8 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 		const int warp = threadIdx.x >> 5;
 		if (warp == 0 && lane == 0) {
 			/* TMA: A and B tiles of each k-step */
-			produce<STAGES>(sc, k_iters, empty, &ho, [&](const Tile &tl, int kb, int stage) {
+			produce<STAGES, KSPLIT>(sc, ranks, k_iters, empty, &ho, [&](const Tile &tl, int kb, int stage) {
+				kb += kb0;
 				/* A in boxes of A_BOX rows, only those holding the tile's
 				 * rows: a short group's tile (decode) leaves the rest of its
 				 * A stage stale, computed on but never stored, instead of
@@ -593,7 +677,8 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 				}
 			});
 		} else if (FP8 && !sfa_tma && warp == 1) {
-			produce<STAGES>(sc, k_iters, empty, nullptr, [&](const Tile &tl, int kb, int stage) {
+			produce<STAGES, KSPLIT>(sc, ranks, k_iters, empty, nullptr, [&](const Tile &tl, int kb, int stage) {
+				kb += kb0;
 				const float *sfa = a.sfa + tl.g * a.sfa_sg + tl.m0 * a.sfa_sm + kb * a.sfa_sk;
 				float *slot = scales + stage * C::SLOT;
 #pragma unroll
@@ -664,7 +749,7 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 			const uint32_t ad = stage * C::A_BYTES, bd = stage * C::B_BYTES;
 			if constexpr (FP8) {
 				const float *slot = scales + stage * C::SLOT;
-				const int q = kb & (sfa_w - 1);
+				const int q = (kb0 + kb) & (sfa_w - 1);
 				const float sa_0 = slot[sa_at + q], sa_1 = slot[sa_at + 8 * sfa_w + q];
 				float sb_h[C::NH];
 #pragma unroll
@@ -719,6 +804,15 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 				release(empty, stage, lane);
 			}
 		});
+		if constexpr (KSPLIT) {
+			if (ranks > 1) {
+				if (rank != 0) {
+					ksplit_send<C::ACC, 128>(acc, reinterpret_cast<float *>(sd), recv, rank);
+					continue;
+				}
+				ksplit_gather<C::ACC, 128>(acc, reinterpret_cast<const float *>(sd), recv, ranks);
+			}
+		}
 		Tile mine = tl;
 		mine.n0 += c0;
 		if (epi_tma)

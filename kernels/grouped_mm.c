@@ -87,16 +87,16 @@ static int aligned(uint64_t x, uint64_t to)
 }
 
 /* Hopper kernels by tile: 64 x 128, 64 x 256 on two consumers side by
- * side ("split"), 128 x 256 */
-enum sm90_size { SM90_SMALL, SM90_SPLIT, SM90_LARGE };
+ * side ("split"), 128 x 256, and 64 x 128 summed over K by a cluster */
+enum sm90_size { SM90_SMALL, SM90_SPLIT, SM90_LARGE, SM90_KSPLIT };
 
 static enum cg_gmm_kernel_id sm90(enum sm90_size size, const struct cg_gmm_problem *p)
 {
 #define CG_GMM_SM90_KINDS(size)                                                    \
 	{CG_GMM_K_cg_gmm_sm90_bf16_nk_##size, CG_GMM_K_cg_gmm_sm90_bf16_kn_##size, \
 	 CG_GMM_K_cg_gmm_sm90_fp8_nk_##size}
-	static const enum cg_gmm_kernel_id by_size[3][3] = {
-	    CG_GMM_SM90_KINDS(small), CG_GMM_SM90_KINDS(split), CG_GMM_SM90_KINDS(large)};
+	static const enum cg_gmm_kernel_id by_size[4][3] = {CG_GMM_SM90_KINDS(small), CG_GMM_SM90_KINDS(split),
+							   CG_GMM_SM90_KINDS(large), CG_GMM_SM90_KINDS(ksplit)};
 #undef CG_GMM_SM90_KINDS
 	return by_size[size][p->dtype == CG_GMM_FP8_E4M3 ? 2 : p->b_layout == CG_GMM_B_KN];
 }
@@ -222,7 +222,7 @@ static int arg_flags(const struct cg_gmm_problem *p, int form, const struct cg_g
 		flags |= CG_GMM_ARG_D_PAIR;
 	if (aligned(p->d, 8) && p->n % 4 == 0)
 		flags |= CG_GMM_ARG_D_QUAD;
-	if (k->tma_epi && aligned(p->d, 16) && p->n % 8 == 0) /* TMA: 16-byte base and row pitch */
+	if (k->epi == CG_GMM_EPI_TMA && aligned(p->d, 16) && p->n % 8 == 0) /* TMA: 16-byte base and row pitch */
 		flags |= CG_GMM_ARG_D_TMA;
 	/* sfa by TMA: 16-byte base and strides, and each box's contiguous
 	 * 16 bytes or more starting on a 16-byte boundary.  MN-major (rows
@@ -255,7 +255,7 @@ enum place {
  * that the stream's next work sees). */
 static CUresult launch(const struct cg_gmm_driver *drv, const struct cg_gmm_module *mod, CUstream s,
 		       const struct cg_gmm_problem *p, int form, enum cg_gmm_kernel_id id, struct cg_gmm_args args,
-		       unsigned grid, enum place place)
+		       unsigned grid, unsigned cluster, enum place place)
 {
 	const struct cg_gmm_kernel_info *k = &cg_gmm_kernel_info[id];
 	if (!mod->fn[id])
@@ -270,17 +270,29 @@ static CUresult launch(const struct cg_gmm_driver *drv, const struct cg_gmm_modu
 	CUresult r;
 	if (k->sm90 && (r = tensor_maps(drv, p, args.m, k, &args, &ta, &tb, &td, &ts)) != CUDA_SUCCESS)
 		return r;
-	if (place == BEHIND && drv->cuLaunchKernelEx) {
-		CUlaunchAttribute overlap = {.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION};
-		overlap.value.programmaticStreamSerializationAllowed = 1;
-		const CUlaunchConfig cfg = {.gridDimX = grid, .gridDimY = 1, .gridDimZ = 1, .blockDimX = threads,
-					    .blockDimY = 1, .blockDimZ = 1, .sharedMemBytes = smem, .hStream = s,
-					    .attrs = &overlap, .numAttrs = 1};
+	if ((place == BEHIND || cluster > 1) && drv->cuLaunchKernelEx) {
+		CUlaunchAttribute attrs[2] = {{.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION},
+					      {.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION}};
+		attrs[0].value.clusterDim.x = cluster;
+		attrs[0].value.clusterDim.y = attrs[0].value.clusterDim.z = 1;
+		attrs[1].value.programmaticStreamSerializationAllowed = 1;
+		CUlaunchConfig cfg = {.gridDimX = grid, .gridDimY = 1, .gridDimZ = 1, .blockDimX = threads,
+				      .blockDimY = 1, .blockDimZ = 1, .sharedMemBytes = smem, .hStream = s,
+				      .attrs = cluster > 1 ? attrs : attrs + 1,
+				      .numAttrs = (cluster > 1) + (place == BEHIND)};
 		if (drv->cuLaunchKernelEx(&cfg, mod->fn[id], k->sm90 ? sm90_params : sm80_params, NULL) ==
 		    CUDA_SUCCESS)
 			return CUDA_SUCCESS;
 		/* the overlap refused (a driver without it, or one that cannot
-		 * capture it in a graph): the plain launch below, in order */
+		 * capture it in a graph): the clusters alone, in order */
+		if (cluster > 1 && place == BEHIND) {
+			cfg.numAttrs = 1;
+			if (drv->cuLaunchKernelEx(&cfg, mod->fn[id], k->sm90 ? sm90_params : sm80_params, NULL) ==
+			    CUDA_SUCCESS)
+				return CUDA_SUCCESS;
+		}
+		/* else the plain launch below, in order; a k-split kernel then
+		 * sums each tile whole (gmm_sm90.cuh), its extra blocks idle */
 	}
 	r = drv->cuLaunchKernel(mod->fn[id], grid, 1, 1, threads, 1, 1, smem, s, k->sm90 ? sm90_params : sm80_params,
 				NULL);
@@ -316,6 +328,9 @@ static int skip_halves(const struct cg_gmm_problem *p, const struct cg_gmm_kerne
  * needs for a tail launch to pay (enqueue) */
 #define CG_TAIL_MIN_KSTEPS_FP8 16
 #define CG_TAIL_MIN_KSTEPS_BF16 12
+/* ... and that each CTA of a k-split cluster takes at least (enqueue;
+ * chosen, not measured: the draws measured gave each 18 or more) */
+#define CG_KSPLIT_MIN_KSTEPS 4
 
 static CUresult enqueue(const struct cg_gmm_driver *drv, CUcontext ctx, CUstream s, const struct cg_gmm_problem *p,
 			int form)
@@ -383,23 +398,39 @@ static CUresult enqueue(const struct cg_gmm_driver *drv, CUcontext ctx, CUstream
 	 * k-steps 0.981-1.001 (without the overlap 0.993 and 0.955-0.975); so
 	 * only tiles of CG_TAIL_MIN_KSTEPS_* or more.  The contiguous form only:
 	 * there the host knows every tile (the others count theirs from index[]
-	 * on the device). */
+	 * on the device).
+	 * Where 4r parts leave multiprocessors idle still (r <= sms / 8), each
+	 * part is summed over K by a cluster of c CTAs (the KSPLIT kernels,
+	 * gmm_kernels.h), the largest c <= CG_GMM_KSPLIT_MAX that fits c x 4r
+	 * blocks in one round, 4r such clusters at once (an H200 runs 30 of 4,
+	 * 39 of 3, 66 of 2) and CG_KSPLIT_MIN_KSTEPS a CTA.  Measured
+	 * (kernels/NOTES.md v38), DSV3 gate_up r = 8 (clusters of 3), time
+	 * without the clusters over time with them: 1.012 fp8 (1.038 with
+	 * MN-major sfa), 1.013 bf16; the kernels of whole rounds are unchanged. */
 	const int64_t r_last = tiles % sms;
 	const int64_t min_ksteps = k->fp8 ? CG_TAIL_MIN_KSTEPS_FP8 : CG_TAIL_MIN_KSTEPS_BF16;
 	if (form == CG_GMM_FORM_CONTIGUOUS && k->sm90 && k->bm == CG_GMM_TAIL_BM && k->bn == CG_GMM_TAIL_BN &&
 	    tiles > sms && r_last && 2 * r_last <= sms && (p->k + k->bk - 1) / k->bk >= min_ksteps) {
-		const enum cg_gmm_kernel_id tail_id = sm90(4 * r_last <= sms ? SM90_SMALL : SM90_SPLIT, p);
+		const int64_t ksteps = (p->k + k->bk - 1) / k->bk, parts = 4 * r_last;
+		int64_t ranks = 1; /* CTAs a part's cluster */
+		for (int64_t c = CG_GMM_KSPLIT_MAX; c > 1 && ranks == 1 && drv->cuLaunchKernelEx; --c)
+			if (parts * c <= sms && ksteps >= c * CG_KSPLIT_MIN_KSTEPS && mod->ksplit_fit[c] >= parts &&
+			    mod->fn[sm90(SM90_KSPLIT, p)])
+				ranks = c;
+		const enum cg_gmm_kernel_id tail_id =
+		    sm90(ranks > 1 ? SM90_KSPLIT : 4 * r_last <= sms ? SM90_SMALL : SM90_SPLIT, p);
 		const struct cg_gmm_kernel_info *tk = &cg_gmm_kernel_info[tail_id];
 		const int split = (CG_GMM_TAIL_BM / tk->bm) * (CG_GMM_TAIL_BN / tk->bn);
 		args.tiles = (int)(tiles - r_last);
-		if ((r = launch(drv, mod, s, p, form, id, args, grid, AHEAD)) != CUDA_SUCCESS)
+		if ((r = launch(drv, mod, s, p, form, id, args, grid, 1, AHEAD)) != CUDA_SUCCESS)
 			return r;
 		struct cg_gmm_args tail = args;
 		tail.flags &= ~CG_GMM_ARG_SKIP_HALF; /* its parts have no 128-row tile to halve */
 		tail.tiles = (int)(r_last * split);
 		tail.tail0 = (int)(tiles - r_last);
 		tail.tail_split = split;
-		if ((r = launch(drv, mod, s, p, form, tail_id, tail, (unsigned)tail.tiles, BEHIND)) != CUDA_SUCCESS) {
+		if ((r = launch(drv, mod, s, p, form, tail_id, tail, (unsigned)(tail.tiles * ranks), (unsigned)ranks,
+				BEHIND)) != CUDA_SUCCESS) {
 			char why[200];
 			snprintf(why, sizeof why, "%s", cg_gmm_last_error());
 			return cg_gmm_fail(r, "%s: the last %lld of D's %lld tiles of 128 x 256 are not computed (the main "
@@ -408,7 +439,7 @@ static CUresult enqueue(const struct cg_gmm_driver *drv, CUcontext ctx, CUstream
 		}
 		return CUDA_SUCCESS;
 	}
-	return launch(drv, mod, s, p, form, id, args, grid, ALONE);
+	return launch(drv, mod, s, p, form, id, args, grid, 1, ALONE);
 }
 
 #endif

@@ -104,10 +104,12 @@ struct cg_gmm_problem {
 /* Entry points used when the driver has them, else left NULL: cuFuncLoad
  * (CUDA 12.4) loads a lazily loaded kernel now rather than at its first
  * launch; cuLaunchKernelEx (CUDA 11.8) lets a launch overlap the end of the
- * kernel before it (grouped_mm.c, launch). */
-#define CG_GMM_DRIVER_OPTIONAL(X)   \
-	X(cuFuncLoad, (CUfunction)) \
-	X(cuLaunchKernelEx, (const CUlaunchConfig *, CUfunction, void **, void **))
+ * kernel before it and launches clusters (grouped_mm.c, launch);
+ * cuOccupancyMaxActiveClusters (CUDA 11.8) says how many fit at once. */
+#define CG_GMM_DRIVER_OPTIONAL(X)                                                   \
+	X(cuFuncLoad, (CUfunction))                                                 \
+	X(cuLaunchKernelEx, (const CUlaunchConfig *, CUfunction, void **, void **)) \
+	X(cuOccupancyMaxActiveClusters, (int *, CUfunction, const CUlaunchConfig *))
 
 struct cg_gmm_driver {
 #define CG_GMM_DRIVER_MEMBER(name, params) CUresult (*name) params;

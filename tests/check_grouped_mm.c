@@ -183,15 +183,17 @@ static CUcontext device0_current(void)
 static const char *refuse;
 /* launch_one: where set, the first kernel launched, as *first_launch */
 static struct fake_launch_info *first_launch;
-/* launch_one: where set, the plain launch after the first fails with this
- * (the expected result then) */
+/* launch_one: where set, the launch after the first fails with this (the
+ * expected result then) */
 static CUresult fail_second;
 
 static void keep_launch(void *out)
 {
 	fake_last_launch(out);
-	if (fail_second)
+	if (fail_second) {
 		fake_fail_next("cuLaunchKernel", fail_second);
+		fake_fail_next("cuLaunchKernelEx", fail_second); /* a cluster launch's retry without the overlap */
+	}
 }
 
 /* One fp8 or bf16 problem of the given form launched on the fake in device
@@ -355,48 +357,65 @@ END_TEST
  * it leaves half the grid or more idle and a tile has 16 fp8 or 12 bf16
  * k-steps or more, in
  * the contiguous form, the only one whose tiles the host can count: as 4r
- * parts of 64 x 128 where r <= 33, else as 2r of 64 x 256.  Each choice
- * three times: the second time the driver refuses the overlap, and the
- * tail runs all the same, launched plainly after the main launch; the third
- * time it refuses that plain launch too, and the call fails saying which of
- * D's tiles are left out. */
+ * parts of 64 x 128 where r <= 33, else as 2r of 64 x 256.  Where clusters
+ * of c (at most 4) CTAs fit c x 4r <= 132, each with 4 k-steps or more, and
+ * the driver runs 4r such clusters at once (the fake, as an H200: 66, 39, 30
+ * clusters of 2, 3, 4), each part is summed over K by a cluster (the k-split
+ * kernels), the largest c.  Each choice three times: the second time
+ * the driver refuses the overlap, and the tail runs all the same, launched
+ * after the main launch (in clusters, or plainly); the third time it
+ * refuses that launch too, and the call fails saying which of D's tiles are
+ * left out. */
 static const struct tail_choice {
 	const char *what;
 	int form, dtype, b_layout;
 	int64_t m, n, k, g;
 	const char *main, *tail; /* tail NULL: one launch */
-	int tail0, split;
+	int tail0, split, ranks;
 } tail_choices[] = {
-    {"T = 83 x 16 = 1328, r = 8", CG_GMM_FORM_CONTIGUOUS, CG_GMM_FP8_E4M3, CG_GMM_B_NK, 83 * 128, 4096, 7168, 32,
-     "cg_gmm_sm90_fp8_nk_large", "cg_gmm_sm90_fp8_nk_small", 1320, 4},
+    {"T = 83 x 16 = 1328, r = 8: 32 parts, 30 clusters of 4 fit, so of 3", CG_GMM_FORM_CONTIGUOUS,
+     CG_GMM_FP8_E4M3, CG_GMM_B_NK, 83 * 128, 4096, 7168, 32, "cg_gmm_sm90_fp8_nk_large", "cg_gmm_sm90_fp8_nk_ksplit",
+     1320, 4, 3},
     {"T = 83 x 16 = 1328, r = 8, B [G, K, N]", CG_GMM_FORM_CONTIGUOUS, CG_GMM_BF16, CG_GMM_B_KN, 83 * 128, 4096,
-     7168, 32, "cg_gmm_sm90_bf16_kn_large", "cg_gmm_sm90_bf16_kn_small", 1320, 4},
-    {"T = 21 x 7 = 147 (N = 1664), r = 15", CG_GMM_FORM_CONTIGUOUS, CG_GMM_BF16, CG_GMM_B_NK, 21 * 128, 1664, 1024,
-     4, "cg_gmm_sm90_bf16_nk_large", "cg_gmm_sm90_bf16_nk_small", 132, 4},
+     7168, 32, "cg_gmm_sm90_bf16_kn_large", "cg_gmm_sm90_bf16_kn_ksplit", 1320, 4, 3},
+    {"T = 139 x 1 = 139 (N = 256), r = 7: 28 parts, clusters of 4", CG_GMM_FORM_CONTIGUOUS, CG_GMM_FP8_E4M3,
+     CG_GMM_B_NK, 139 * 128, 256, 2048, 8, "cg_gmm_sm90_fp8_nk_large", "cg_gmm_sm90_fp8_nk_ksplit", 132, 4, 4},
+    {"r = 7, K = 1920: 15 fp8 k-steps, too few for a tail", CG_GMM_FORM_CONTIGUOUS, CG_GMM_FP8_E4M3, CG_GMM_B_NK,
+     139 * 128, 256, 1920, 8, "cg_gmm_sm90_fp8_nk_large", NULL, 0, 0, 0},
+    {"T = 21 x 7 = 147 (N = 1664), r = 15: 60 parts, clusters of 2", CG_GMM_FORM_CONTIGUOUS, CG_GMM_BF16,
+     CG_GMM_B_NK, 21 * 128, 1664, 1024, 4, "cg_gmm_sm90_bf16_nk_large", "cg_gmm_sm90_bf16_nk_ksplit", 132, 4, 2},
+    {"r = 8, K = 2560: 20 fp8 k-steps, clusters of 3 (6-7 k-steps each)", CG_GMM_FORM_CONTIGUOUS,
+     CG_GMM_FP8_E4M3, CG_GMM_B_NK, 83 * 128, 4096, 2560, 32, "cg_gmm_sm90_fp8_nk_large",
+     "cg_gmm_sm90_fp8_nk_ksplit", 1320, 4, 3},
+    {"T = 81 x 16 = 1296, r = 108: no tail", CG_GMM_FORM_CONTIGUOUS, CG_GMM_FP8_E4M3, CG_GMM_B_NK, 81 * 128, 4096,
+     2048, 32, "cg_gmm_sm90_fp8_nk_large", NULL, 0, 0, 0},
+    {"T = 11 x 13 = 143 (N = 3328), r = 11: 44 parts, 39 clusters of 3 fit, so of 2", CG_GMM_FORM_CONTIGUOUS,
+     CG_GMM_FP8_E4M3, CG_GMM_B_NK, 11 * 128, 3328, 2048, 4, "cg_gmm_sm90_fp8_nk_large", "cg_gmm_sm90_fp8_nk_ksplit",
+     132, 4, 2},
     {"T = 33 x 5 = 165 (N = 1280), r = 33: a quarter round", CG_GMM_FORM_CONTIGUOUS, CG_GMM_FP8_E4M3, CG_GMM_B_NK,
-     33 * 128, 1280, 2048, 8, "cg_gmm_sm90_fp8_nk_large", "cg_gmm_sm90_fp8_nk_small", 132, 4},
+     33 * 128, 1280, 2048, 8, "cg_gmm_sm90_fp8_nk_large", "cg_gmm_sm90_fp8_nk_small", 132, 4, 1},
     {"T = 86 x 5 = 430 (N = 1280), r = 34: halves", CG_GMM_FORM_CONTIGUOUS, CG_GMM_BF16, CG_GMM_B_NK, 86 * 128,
-     1280, 1024, 16, "cg_gmm_sm90_bf16_nk_large", "cg_gmm_sm90_bf16_nk_split", 396, 2},
+     1280, 1024, 16, "cg_gmm_sm90_bf16_nk_large", "cg_gmm_sm90_bf16_nk_split", 396, 2, 1},
     {"T = 85 x 16 = 1360, r = 40: halves", CG_GMM_FORM_CONTIGUOUS, CG_GMM_BF16, CG_GMM_B_NK, 85 * 128, 4096, 7168,
-     32, "cg_gmm_sm90_bf16_nk_large", "cg_gmm_sm90_bf16_nk_split", 1320, 2},
+     32, "cg_gmm_sm90_bf16_nk_large", "cg_gmm_sm90_bf16_nk_split", 1320, 2, 1},
     {"T = 33 x 6 = 198 (N = 1536), r = 66: halves", CG_GMM_FORM_CONTIGUOUS, CG_GMM_FP8_E4M3, CG_GMM_B_NK, 33 * 128,
-     1536, 2048, 8, "cg_gmm_sm90_fp8_nk_large", "cg_gmm_sm90_fp8_nk_split", 132, 2},
+     1536, 2048, 8, "cg_gmm_sm90_fp8_nk_large", "cg_gmm_sm90_fp8_nk_split", 132, 2, 1},
     {"T = 87 x 16 = 1392, r = 72: more than half a round", CG_GMM_FORM_CONTIGUOUS, CG_GMM_BF16, CG_GMM_B_NK,
-     87 * 128, 4096, 7168, 32, "cg_gmm_sm90_bf16_nk_large", NULL, 0, 0},
+     87 * 128, 4096, 7168, 32, "cg_gmm_sm90_bf16_nk_large", NULL, 0, 0, 0},
     {"r = 8, but K = 768: 6 fp8 k-steps", CG_GMM_FORM_CONTIGUOUS, CG_GMM_FP8_E4M3, CG_GMM_B_NK, 83 * 128, 4096, 768,
-     32, "cg_gmm_sm90_fp8_nk_large", NULL, 0, 0},
-    {"r = 15, K = 768: 12 bf16 k-steps, enough", CG_GMM_FORM_CONTIGUOUS, CG_GMM_BF16, CG_GMM_B_NK, 21 * 128, 1664,
-     768, 4, "cg_gmm_sm90_bf16_nk_large", "cg_gmm_sm90_bf16_nk_small", 132, 4},
+     32, "cg_gmm_sm90_fp8_nk_large", NULL, 0, 0, 0},
+    {"r = 15, K = 768: 12 bf16 k-steps, enough; clusters of 2 (6 k-steps each)", CG_GMM_FORM_CONTIGUOUS, CG_GMM_BF16,
+     CG_GMM_B_NK, 21 * 128, 1664, 768, 4, "cg_gmm_sm90_bf16_nk_large", "cg_gmm_sm90_bf16_nk_ksplit", 132, 4, 2},
     {"r = 15, but K = 704: 11 bf16 k-steps", CG_GMM_FORM_CONTIGUOUS, CG_GMM_BF16, CG_GMM_B_NK, 21 * 128, 1664, 704,
-     4, "cg_gmm_sm90_bf16_nk_large", NULL, 0, 0},
+     4, "cg_gmm_sm90_bf16_nk_large", NULL, 0, 0, 0},
     {"r = 8, but K = 1920: 15 fp8 k-steps", CG_GMM_FORM_CONTIGUOUS, CG_GMM_FP8_E4M3, CG_GMM_B_NK, 83 * 128, 4096,
-     1920, 32, "cg_gmm_sm90_fp8_nk_large", NULL, 0, 0},
+     1920, 32, "cg_gmm_sm90_fp8_nk_large", NULL, 0, 0, 0},
     {"T = 33 x 16 = 528, whole rounds", CG_GMM_FORM_CONTIGUOUS, CG_GMM_FP8_E4M3, CG_GMM_B_NK, 33 * 128, 4096, 7168,
-     32, "cg_gmm_sm90_fp8_nk_large", NULL, 0, 0},
+     32, "cg_gmm_sm90_fp8_nk_large", NULL, 0, 0, 0},
     {"T = 7 x 16 = 112, under a round", CG_GMM_FORM_CONTIGUOUS, CG_GMM_FP8_E4M3, CG_GMM_B_NK, 7 * 128, 4096, 7168,
-     4, "cg_gmm_sm90_fp8_nk_large", NULL, 0, 0},
+     4, "cg_gmm_sm90_fp8_nk_large", NULL, 0, 0, 0},
     {"psum: tiles counted on the device", CG_GMM_FORM_PSUM, CG_GMM_FP8_E4M3, CG_GMM_B_NK, 83 * 128, 4096, 7168, 32,
-     "cg_gmm_sm90_fp8_nk_large", NULL, 0, 0},
+     "cg_gmm_sm90_fp8_nk_large", NULL, 0, 0, 0},
 };
 
 #define TAIL_CHOICES ((int)(sizeof tail_choices / sizeof tail_choices[0]))
@@ -431,7 +450,7 @@ START_TEST(last_round)
 	ck_assert_msg(launched_any, "%s: %s", c->what, last_error());
 	static struct fake_call trace[64];
 	const size_t n = fake_trace(trace, 64);
-	const char *launched[3] = {NULL, NULL, NULL};
+	const char *launched[3] = {NULL, NULL, NULL}, *clusters[3] = {NULL, NULL, NULL};
 	int behind[3] = {0, 0, 0};
 	size_t launches = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -439,7 +458,10 @@ START_TEST(last_round)
 			launched[launches++] = trace[i].kernel;
 		if (!strcmp(trace[i].api, "programmatic") && launches)
 			behind[launches - 1] = 1;
+		if (!strcmp(trace[i].api, "cluster") && launches)
+			clusters[launches - 1] = trace[i].kernel;
 	}
+	ck_assert_msg(!clusters[0], "%s: the main launch ran in %s", c->what, clusters[0]);
 	ck_assert_uint_eq(launches, c->tail ? 2 : 1);
 	ck_assert_msg(!strcmp(launched[0], c->main), "%s: ran %s first, expected %s", c->what, launched[0], c->main);
 	ck_assert_msg(!behind[0], "%s: the main launch may overlap the work before it", c->what);
@@ -465,6 +487,15 @@ START_TEST(last_round)
 	ck_assert_int_eq(args.tail_split, c->split);
 	const int64_t total = (c->m + 127) / 128 * ((c->n + 255) / 256);
 	ck_assert_int_eq(args.tiles, (total - c->tail0) * c->split);
+	if (c->ranks > 1) {
+		char want[64];
+		snprintf(want, sizeof want, "clusters of %d x 1 x 1, grid %lld x 1 x 1", c->ranks,
+			 (long long)(args.tiles * c->ranks));
+		ck_assert_msg(clusters[1] && !strcmp(clusters[1], want), "%s: the tail ran in %s, expected %s", c->what,
+			      clusters[1] ? clusters[1] : "no clusters", want);
+	} else {
+		ck_assert_msg(!clusters[1], "%s: the tail ran in %s", c->what, clusters[1]);
+	}
 }
 END_TEST
 

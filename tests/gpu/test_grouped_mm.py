@@ -298,7 +298,8 @@ def cases():
             # 128 x 256 tiles whose last round (T mod 132 = r <= 66; 12 bf16 k-steps or more) a second launch
             # runs, overlapping the first's end, as 64 x 128 parts where r <= 33: T = 28 x 5 = 140, r = 8;
             # T = 21 x 7 = 147, r = 15; else as 64 x 256 halves: T = 36 x 5 = 180, r = 48; T = 25 x 7 =
-            # 175, r = 43
+            # 175, r = 43.  On an H200 the parts of r = 8 are each summed over K by a cluster of 3 CTAs,
+            # those of r = 15 by one of 2 (grouped_mm.c, "the last round")
             Case("bf16 contiguous last round in 64 x 128 parts K=1024 N=1100 " + bname, "contiguous", BF16, bl,
                  [1000, 0, 1, 2300], 1024, 1100),
             Case("bf16 contiguous last round in 64 x 128 parts K=1088 N=1664 " + bname, "contiguous", BF16, bl,
