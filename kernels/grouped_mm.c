@@ -328,9 +328,11 @@ static int skip_halves(const struct cg_gmm_problem *p, const struct cg_gmm_kerne
  * needs for a tail launch to pay (enqueue) */
 #define CG_TAIL_MIN_KSTEPS_FP8 16
 #define CG_TAIL_MIN_KSTEPS_BF16 12
-/* ... and that each CTA of a k-split cluster takes at least (enqueue;
- * chosen, not measured: the draws measured gave each 18 or more) */
-#define CG_KSPLIT_MIN_KSTEPS 4
+/* The fewest channels of K each CTA of a k-split cluster sums (enqueue).
+ * Measured (kernels/NOTES.md v38), time without the clusters over time with
+ * them: 2389 channels (K = 7168 in clusters of 3) 1.015-1.020 fp8, 1.012-
+ * 1.014 bf16; 1024 (K = 2048 in clusters of 2) fp8 0.984-1.004, bf16 1.000. */
+#define CG_KSPLIT_MIN_K 2048
 
 static CUresult enqueue(const struct cg_gmm_driver *drv, CUcontext ctx, CUstream s, const struct cg_gmm_problem *p,
 			int form)
@@ -403,18 +405,16 @@ static CUresult enqueue(const struct cg_gmm_driver *drv, CUcontext ctx, CUstream
 	 * part is summed over K by a cluster of c CTAs (the KSPLIT kernels,
 	 * gmm_kernels.h), the largest c <= CG_GMM_KSPLIT_MAX that fits c x 4r
 	 * blocks in one round, 4r such clusters at once (an H200 runs 30 of 4,
-	 * 39 of 3, 66 of 2) and CG_KSPLIT_MIN_KSTEPS a CTA.  Measured
-	 * (kernels/NOTES.md v38), DSV3 gate_up r = 8 (clusters of 3), time
-	 * without the clusters over time with them: 1.012 fp8 (1.038 with
-	 * MN-major sfa), 1.013 bf16; the kernels of whole rounds are unchanged. */
+	 * 39 of 3, 66 of 2) and CG_KSPLIT_MIN_K channels a CTA: DSV3 gate_up
+	 * r = 8 (clusters of 3) 1.5-2% faster, fp8 and bf16. */
 	const int64_t r_last = tiles % sms;
 	const int64_t min_ksteps = k->fp8 ? CG_TAIL_MIN_KSTEPS_FP8 : CG_TAIL_MIN_KSTEPS_BF16;
 	if (form == CG_GMM_FORM_CONTIGUOUS && k->sm90 && k->bm == CG_GMM_TAIL_BM && k->bn == CG_GMM_TAIL_BN &&
 	    tiles > sms && r_last && 2 * r_last <= sms && (p->k + k->bk - 1) / k->bk >= min_ksteps) {
-		const int64_t ksteps = (p->k + k->bk - 1) / k->bk, parts = 4 * r_last;
+		const int64_t parts = 4 * r_last;
 		int64_t ranks = 1; /* CTAs a part's cluster */
 		for (int64_t c = CG_GMM_KSPLIT_MAX; c > 1 && ranks == 1 && drv->cuLaunchKernelEx; --c)
-			if (parts * c <= sms && ksteps >= c * CG_KSPLIT_MIN_KSTEPS && mod->ksplit_fit[c] >= parts &&
+			if (parts * c <= sms && p->k >= c * CG_KSPLIT_MIN_K && mod->ksplit_fit[c] >= parts &&
 			    mod->fn[sm90(SM90_KSPLIT, p)])
 				ranks = c;
 		const enum cg_gmm_kernel_id tail_id =

@@ -358,8 +358,8 @@ END_TEST
  * k-steps or more, in
  * the contiguous form, the only one whose tiles the host can count: as 4r
  * parts of 64 x 128 where r <= 33, else as 2r of 64 x 256.  Where clusters
- * of c (at most 4) CTAs fit c x 4r <= 132, each with 4 k-steps or more, and
- * the driver runs 4r such clusters at once (the fake, as an H200: 66, 39, 30
+ * of c (at most 4) CTAs fit c x 4r <= 132, each summing 2048 channels of K
+ * or more, and the driver runs 4r such clusters at once (the fake, as an H200: 66, 39, 30
  * clusters of 2, 3, 4), each part is summed over K by a cluster (the k-split
  * kernels), the largest c.  Each choice three times: the second time
  * the driver refuses the overlap, and the tail runs all the same, launched
@@ -378,20 +378,27 @@ static const struct tail_choice {
      1320, 4, 3},
     {"T = 83 x 16 = 1328, r = 8, B [G, K, N]", CG_GMM_FORM_CONTIGUOUS, CG_GMM_BF16, CG_GMM_B_KN, 83 * 128, 4096,
      7168, 32, "cg_gmm_sm90_bf16_kn_large", "cg_gmm_sm90_bf16_kn_ksplit", 1320, 4, 3},
-    {"T = 139 x 1 = 139 (N = 256), r = 7: 28 parts, clusters of 4", CG_GMM_FORM_CONTIGUOUS, CG_GMM_FP8_E4M3,
-     CG_GMM_B_NK, 139 * 128, 256, 2048, 8, "cg_gmm_sm90_fp8_nk_large", "cg_gmm_sm90_fp8_nk_ksplit", 132, 4, 4},
+    {"T = 139 x 1 = 139 (N = 256), r = 7, K = 8192: 28 parts, clusters of 4", CG_GMM_FORM_CONTIGUOUS,
+     CG_GMM_FP8_E4M3, CG_GMM_B_NK, 139 * 128, 256, 8192, 8, "cg_gmm_sm90_fp8_nk_large", "cg_gmm_sm90_fp8_nk_ksplit",
+     132, 4, 4},
+    {"r = 7, K = 2048: 512 channels a CTA in clusters of 4, too few", CG_GMM_FORM_CONTIGUOUS, CG_GMM_FP8_E4M3,
+     CG_GMM_B_NK, 139 * 128, 256, 2048, 8, "cg_gmm_sm90_fp8_nk_large", "cg_gmm_sm90_fp8_nk_small", 132, 4, 1},
     {"r = 7, K = 1920: 15 fp8 k-steps, too few for a tail", CG_GMM_FORM_CONTIGUOUS, CG_GMM_FP8_E4M3, CG_GMM_B_NK,
      139 * 128, 256, 1920, 8, "cg_gmm_sm90_fp8_nk_large", NULL, 0, 0, 0},
-    {"T = 21 x 7 = 147 (N = 1664), r = 15: 60 parts, clusters of 2", CG_GMM_FORM_CONTIGUOUS, CG_GMM_BF16,
-     CG_GMM_B_NK, 21 * 128, 1664, 1024, 4, "cg_gmm_sm90_bf16_nk_large", "cg_gmm_sm90_bf16_nk_ksplit", 132, 4, 2},
-    {"r = 8, K = 2560: 20 fp8 k-steps, clusters of 3 (6-7 k-steps each)", CG_GMM_FORM_CONTIGUOUS,
-     CG_GMM_FP8_E4M3, CG_GMM_B_NK, 83 * 128, 4096, 2560, 32, "cg_gmm_sm90_fp8_nk_large",
-     "cg_gmm_sm90_fp8_nk_ksplit", 1320, 4, 3},
+    {"T = 21 x 7 = 147 (N = 1664), r = 15, K = 4096: 60 parts, clusters of 2", CG_GMM_FORM_CONTIGUOUS, CG_GMM_BF16,
+     CG_GMM_B_NK, 21 * 128, 1664, 4096, 4, "cg_gmm_sm90_bf16_nk_large", "cg_gmm_sm90_bf16_nk_ksplit", 132, 4, 2},
+    {"T = 21 x 7 = 147 (N = 1664), r = 15, K = 1024: too few channels to split", CG_GMM_FORM_CONTIGUOUS,
+     CG_GMM_BF16, CG_GMM_B_NK, 21 * 128, 1664, 1024, 4, "cg_gmm_sm90_bf16_nk_large", "cg_gmm_sm90_bf16_nk_small", 132,
+     4, 1},
+    {"r = 8, K = 4096: clusters of 2 (2048 channels each), of 3 too few", CG_GMM_FORM_CONTIGUOUS, CG_GMM_FP8_E4M3,
+     CG_GMM_B_NK, 83 * 128, 4096, 4096, 32, "cg_gmm_sm90_fp8_nk_large", "cg_gmm_sm90_fp8_nk_ksplit", 1320, 4, 2},
+    {"r = 8, K = 2560: 1280 channels a CTA in clusters of 2, too few", CG_GMM_FORM_CONTIGUOUS, CG_GMM_FP8_E4M3,
+     CG_GMM_B_NK, 83 * 128, 4096, 2560, 32, "cg_gmm_sm90_fp8_nk_large", "cg_gmm_sm90_fp8_nk_small", 1320, 4, 1},
     {"T = 81 x 16 = 1296, r = 108: no tail", CG_GMM_FORM_CONTIGUOUS, CG_GMM_FP8_E4M3, CG_GMM_B_NK, 81 * 128, 4096,
      2048, 32, "cg_gmm_sm90_fp8_nk_large", NULL, 0, 0, 0},
-    {"T = 11 x 13 = 143 (N = 3328), r = 11: 44 parts, 39 clusters of 3 fit, so of 2", CG_GMM_FORM_CONTIGUOUS,
-     CG_GMM_FP8_E4M3, CG_GMM_B_NK, 11 * 128, 3328, 2048, 4, "cg_gmm_sm90_fp8_nk_large", "cg_gmm_sm90_fp8_nk_ksplit",
-     132, 4, 2},
+    {"T = 11 x 13 = 143 (N = 3328), r = 11, K = 6144: 44 parts, 39 clusters of 3 fit, so of 2",
+     CG_GMM_FORM_CONTIGUOUS, CG_GMM_FP8_E4M3, CG_GMM_B_NK, 11 * 128, 3328, 6144, 4, "cg_gmm_sm90_fp8_nk_large",
+     "cg_gmm_sm90_fp8_nk_ksplit", 132, 4, 2},
     {"T = 33 x 5 = 165 (N = 1280), r = 33: a quarter round", CG_GMM_FORM_CONTIGUOUS, CG_GMM_FP8_E4M3, CG_GMM_B_NK,
      33 * 128, 1280, 2048, 8, "cg_gmm_sm90_fp8_nk_large", "cg_gmm_sm90_fp8_nk_small", 132, 4, 1},
     {"T = 86 x 5 = 430 (N = 1280), r = 34: halves", CG_GMM_FORM_CONTIGUOUS, CG_GMM_BF16, CG_GMM_B_NK, 86 * 128,
@@ -404,8 +411,8 @@ static const struct tail_choice {
      87 * 128, 4096, 7168, 32, "cg_gmm_sm90_bf16_nk_large", NULL, 0, 0, 0},
     {"r = 8, but K = 768: 6 fp8 k-steps", CG_GMM_FORM_CONTIGUOUS, CG_GMM_FP8_E4M3, CG_GMM_B_NK, 83 * 128, 4096, 768,
      32, "cg_gmm_sm90_fp8_nk_large", NULL, 0, 0, 0},
-    {"r = 15, K = 768: 12 bf16 k-steps, enough; clusters of 2 (6 k-steps each)", CG_GMM_FORM_CONTIGUOUS, CG_GMM_BF16,
-     CG_GMM_B_NK, 21 * 128, 1664, 768, 4, "cg_gmm_sm90_bf16_nk_large", "cg_gmm_sm90_bf16_nk_ksplit", 132, 4, 2},
+    {"r = 15, K = 768: 12 bf16 k-steps, enough", CG_GMM_FORM_CONTIGUOUS, CG_GMM_BF16, CG_GMM_B_NK, 21 * 128, 1664,
+     768, 4, "cg_gmm_sm90_bf16_nk_large", "cg_gmm_sm90_bf16_nk_small", 132, 4, 1},
     {"r = 15, but K = 704: 11 bf16 k-steps", CG_GMM_FORM_CONTIGUOUS, CG_GMM_BF16, CG_GMM_B_NK, 21 * 128, 1664, 704,
      4, "cg_gmm_sm90_bf16_nk_large", NULL, 0, 0, 0},
     {"r = 8, but K = 1920: 15 fp8 k-steps", CG_GMM_FORM_CONTIGUOUS, CG_GMM_FP8_E4M3, CG_GMM_B_NK, 83 * 128, 4096,

@@ -298,8 +298,8 @@ def cases():
             # 128 x 256 tiles whose last round (T mod 132 = r <= 66; 12 bf16 k-steps or more) a second launch
             # runs, overlapping the first's end, as 64 x 128 parts where r <= 33: T = 28 x 5 = 140, r = 8;
             # T = 21 x 7 = 147, r = 15; else as 64 x 256 halves: T = 36 x 5 = 180, r = 48; T = 25 x 7 =
-            # 175, r = 43.  On an H200 the parts of r = 8 are each summed over K by a cluster of 3 CTAs,
-            # those of r = 15 by one of 2 (grouped_mm.c, "the last round")
+            # 175, r = 43.  With 2048 channels of K or more a CTA, each part is summed over K by a cluster
+            # (grouped_mm.c, "the last round"): on an H200 of 3 CTAs for r = 8, of 2 for r = 15
             Case("bf16 contiguous last round in 64 x 128 parts K=1024 N=1100 " + bname, "contiguous", BF16, bl,
                  [1000, 0, 1, 2300], 1024, 1100),
             Case("bf16 contiguous last round in 64 x 128 parts K=1088 N=1664 " + bname, "contiguous", BF16, bl,
@@ -310,6 +310,10 @@ def cases():
                  [1500, 0, 1, 2700], 1024, 1100),
             Case("bf16 contiguous last round in 64 x 256 halves K=1088 N=1664 " + bname, "contiguous", BF16, bl,
                  [1000, 1, 0, 1900], 1088, 1664),
+            Case("bf16 contiguous last round in parts summed over K by clusters of 3 K=6144 N=1100 " + bname,
+                 "contiguous", BF16, bl, [1000, 0, 1, 2300], 6144, 1100),
+            Case("bf16 contiguous last round in parts summed over K by clusters of 2 K=4096 N=1664 " + bname,
+                 "contiguous", BF16, bl, [1000, 1, 0, 1300], 4096, 1664),
         ]
     out += [
         Case("fp8 offs G=8 ragged+empty K=640 N=384", "offs", FP8, NK, ragged(rng, 8, 0, 300, 3), 640, 384),
@@ -375,11 +379,19 @@ def cases():
              FP8, NK, [1500, 0, 1, 2700], 2048, 1100),
         Case("fp8 contiguous last round in 64 x 256 halves K=2048 N=1664 sfa MN-major", "contiguous", FP8, NK,
              [1000, 1, 0, 1900], 2048, 1664, sfa_mn_major=True),
+        Case("fp8 contiguous last round in parts summed over K by clusters of 3 K=6272 N=1100", "contiguous", FP8,
+             NK, [1000, 0, 1, 2300], 6272, 1100),
+        Case("fp8 contiguous last round in parts summed over K by clusters of 3 K=6144 N=1100 sfa row-major by TMA",
+             "contiguous", FP8, NK, [1000, 0, 1, 2300], 6144, 1100),
+        Case("fp8 contiguous last round in parts summed over K by clusters of 2 K=4096 N=1664 sfa MN-major",
+             "contiguous", FP8, NK, [1000, 1, 0, 1300], 4096, 1664, sfa_mn_major=True),
         # the same, captured in a CUDA graph and replayed
         Case("fp8 contiguous last round in 64 x 256 halves K=2048 N=1100, CUDA graph", "contiguous", FP8, NK,
              [1500, 0, 1, 2700], 2048, 1100, graph=True),
         Case("fp8 contiguous last round in 64 x 128 parts K=2048 N=1664 sfa MN-major, CUDA graph", "contiguous",
              FP8, NK, [1000, 1, 0, 1300], 2048, 1664, sfa_mn_major=True, graph=True),
+        Case("fp8 contiguous last round in parts summed over K by clusters of 2 K=4096 N=1664, CUDA graph",
+             "contiguous", FP8, NK, [1000, 1, 0, 1300], 4096, 1664, graph=True),
     ]
     return out
 
