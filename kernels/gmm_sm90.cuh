@@ -35,16 +35,27 @@ __device__ __forceinline__ void mbar_arrive(uint64_t *bar)
 	asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
 }
 
+/* CLUSTER: acquire at cluster scope, for arrivals by other CTAs of the
+ * cluster (ksplit_gather) */
+template <bool CLUSTER = false>
 __device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity)
 {
 	uint32_t done;
 	do {
-		asm volatile("{\n.reg .pred p;\n"
-			     "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-			     "selp.u32 %0, 1, 0, p;\n}\n"
-			     : "=r"(done)
-			     : "r"(smem_u32(bar)), "r"(parity)
-			     : "memory");
+		if constexpr (CLUSTER)
+			asm volatile("{\n.reg .pred p;\n"
+				     "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+				     "selp.u32 %0, 1, 0, p;\n}\n"
+				     : "=r"(done)
+				     : "r"(smem_u32(bar)), "r"(parity)
+				     : "memory");
+		else
+			asm volatile("{\n.reg .pred p;\n"
+				     "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+				     "selp.u32 %0, 1, 0, p;\n}\n"
+				     : "=r"(done)
+				     : "r"(smem_u32(bar)), "r"(parity)
+				     : "memory");
 	} while (!done);
 }
 
@@ -361,10 +372,7 @@ __device__ __forceinline__ void ksplit_send(const float (&acc)[ACC], float *buf,
 template <int ACC, int THREADS>
 __device__ __forceinline__ void ksplit_gather(float (&acc)[ACC], const float *buf, uint64_t *bar, uint32_t ranks)
 {
-	asm volatile("{\n.reg .pred p;\nLAB_WAIT:\n"
-		     "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%0], 0;\n"
-		     "@!p bra LAB_WAIT;\n}\n" ::"r"(smem_u32(bar))
-		     : "memory");
+	mbar_wait<true>(bar, 0);
 	const uint32_t i = threadIdx.x % THREADS;
 	for (uint32_t slot = 0; slot + 1 < ranks; ++slot)
 #pragma unroll

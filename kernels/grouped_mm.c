@@ -413,10 +413,10 @@ static CUresult enqueue(const struct cg_gmm_driver *drv, CUcontext ctx, CUstream
 	    tiles > sms && r_last && 2 * r_last <= sms && (p->k + k->bk - 1) / k->bk >= min_ksteps) {
 		const int64_t parts = 4 * r_last;
 		int64_t ranks = 1; /* CTAs a part's cluster */
-		for (int64_t c = CG_GMM_KSPLIT_MAX; c > 1 && ranks == 1 && drv->cuLaunchKernelEx; --c)
-			if (parts * c <= sms && p->k >= c * CG_KSPLIT_MIN_K && mod->ksplit_fit[c] >= parts &&
-			    mod->fn[sm90(SM90_KSPLIT, p)])
-				ranks = c;
+		if (drv->cuLaunchKernelEx && mod->fn[sm90(SM90_KSPLIT, p)])
+			for (int64_t c = CG_GMM_KSPLIT_MAX; c > 1 && ranks == 1; --c)
+				if (parts * c <= sms && p->k >= c * CG_KSPLIT_MIN_K && mod->ksplit_fit[c] >= parts)
+					ranks = c;
 		const enum cg_gmm_kernel_id tail_id =
 		    sm90(ranks > 1 ? SM90_KSPLIT : 4 * r_last <= sms ? SM90_SMALL : SM90_SPLIT, p);
 		const struct cg_gmm_kernel_info *tk = &cg_gmm_kernel_info[tail_id];
