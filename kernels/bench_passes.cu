@@ -103,6 +103,8 @@ enum {
 	FOUR_64_WGREL,
 	FOUR_64_EARLY,
 	FOUR_64_RELFIRST,
+	FOUR_64_NAMED,
+	FOUR_64_ONEWAIT,
 	TWO_128,
 	TWO_128_STAGGER,
 	TWO_96,
@@ -125,6 +127,8 @@ static const char *const name[NMODES] = {
 	"... the release one arrival a warpgroup, not a warp",
 	"... the next stage waited for before the drain",
 	"... the stage released before the last promotion",
+	"... the stage's wait a producer warp's, passed on by bar.sync",
+	"... the stage's wait one warp's a warpgroup, then bar.sync",
 	"2 passes of m64n128k32 x4, each waited, 64 FFMA each",
 	"... the second warpgroup started 500 clocks late",
 	"2 pipelined passes of m64n96k32 x4, 48 FFMA each",
@@ -285,6 +289,7 @@ __global__ void __launch_bounds__(384, 1) passes(int iters, long long *cyc, floa
 	constexpr int COLS = cols_of(MODE), STAGES = RING ? RING : 1;
 	static_assert(STAGES <= 4, "shared memory holds 4 stages");
 	static_assert(!RING || MODE != FOUR_64_CARRY, "the carried structure takes three k-steps a turn");
+	static_assert(RING || (MODE != FOUR_64_NAMED && MODE != FOUR_64_ONEWAIT), "ring structures");
 	uint64_t *full = reinterpret_cast<uint64_t *>(bench_smem + 4 * STAGE_BYTES), *empty = full + 4;
 	/* bar_wait() and bar_arrive(): a barrier whose phase 0 is complete,
 	 * waited on, and one whose phase never completes, arrived on; after
@@ -316,6 +321,18 @@ __global__ void __launch_bounds__(384, 1) passes(int iters, long long *cyc, floa
 					bulk_load(stage, from, A_BYTES, &full[st]);
 				if (loads & 2)
 					bulk_load(stage + A_BYTES, from + A_BYTES, COLS * 128, &full[st]);
+			}
+		}
+		/* FOUR_64_NAMED: warp 1 waits for each stage and passes it on to
+		 * each consumer warpgroup through a named barrier per stage and
+		 * warpgroup (at most one arrival ahead: the stage's next phase needs
+		 * the consumers' release, after their bar.sync) */
+		if (RING && MODE == FOUR_64_NAMED && (threadIdx.x >> 5) == 1) {
+			for (int it = 0; it < iters; ++it) {
+				const int st = it % STAGES;
+				mbar_wait(&full[st], (it / STAGES) & 1);
+				asm volatile("bar.arrive %0, 160;" ::"r"(1 + 2 * st) : "memory");
+				asm volatile("bar.arrive %0, 160;" ::"r"(2 + 2 * st) : "memory");
 			}
 		}
 		return;
@@ -351,8 +368,15 @@ __global__ void __launch_bounds__(384, 1) passes(int iters, long long *cyc, floa
 	 * three-stage ring (iters a multiple of 3) */
 	for (int it = 0; it < iters; it += MODE == FOUR_64_CARRY ? 3 : 1) {
 		const int st = RING ? it % STAGES : 0;
-		if (RING && (MODE != FOUR_64_EARLY || it == 0))
+		if constexpr (MODE == FOUR_64_NAMED) {
+			asm volatile("bar.sync %0, 160;" ::"r"(1 + 2 * st + cw) : "memory");
+		} else if constexpr (MODE == FOUR_64_ONEWAIT) {
+			if (((threadIdx.x >> 5) & 3) == 0)
+				mbar_wait(&full[st], (it / STAGES) & 1);
+			wg_sync(1 + 2 * st + cw);
+		} else if (RING && (MODE != FOUR_64_EARLY || it == 0)) {
 			mbar_wait(&full[st], (it / STAGES) & 1);
+		}
 		if (bar_wait(MODE, RING))
 			mbar_wait(done, 0);
 		/* FOUR_64_KOPS: the scale of the promotions read from shared memory
@@ -375,7 +399,8 @@ __global__ void __launch_bounds__(384, 1) passes(int iters, long long *cyc, floa
 				mbar_arrive(bar);
 		};
 		if constexpr (MODE == FOUR_64 || MODE == FOUR_64_STAGGER || MODE == FOUR_64_SOLO || bar_wait(MODE, RING) ||
-			      bar_arrive(MODE, RING) || MODE == FOUR_64_WGREL) {
+			      bar_arrive(MODE, RING) || MODE == FOUR_64_WGREL || MODE == FOUR_64_NAMED ||
+			      MODE == FOUR_64_ONEWAIT) {
 			pipelined<4>(acc, p64, a, b, ks);
 		} else if constexpr (MODE == FOUR_64_EARLY) {
 			pipelined<4, 32, false, false, false>(acc, p64, a, b, s, 0, [&] {
@@ -548,12 +573,12 @@ int main(int argc, char **argv)
 		return 1;
 	printf("# the same, the operands loaded from L2 through the kernels' ring: 3 stages of 48 KB (256 columns)\n");
 	if (run<FOUR_64, 3>(b) || run<FOUR_64_RS, 3>(b) || run<FOUR_64_STAGGER, 3>(b) || run<FOUR_64_EARLY, 3>(b) ||
-	    run<FOUR_64_WGREL, 3>(b) ||
+	    run<FOUR_64_WGREL, 3>(b) || run<FOUR_64_NAMED, 3>(b) || run<FOUR_64_ONEWAIT, 3>(b) ||
 	    run<FOUR_64_RELFIRST, 3>(b) || run<TWO_128, 3>(b) ||
 	    run<TWO_128_STAGGER, 3>(b) || run<ONE_256_RESCALED, 3>(b))
 		return 1;
 	printf("# 4 stages (48 KB; 40 KB for 192 columns, DeepGEMM's ring)\n");
 	return run<FOUR_64, 4>(b) || run<FOUR_64_STAGGER, 4>(b) || run<FOUR_64_EARLY, 4>(b) || run<FOUR_64_WGREL, 4>(b) ||
-	       run<FOUR_64_RELFIRST, 4>(b) || run<TWO_128, 4>(b) || run<TWO_96, 4>(b) ||
+	       run<FOUR_64_RELFIRST, 4>(b) || run<FOUR_64_NAMED, 4>(b) || run<FOUR_64_ONEWAIT, 4>(b) || run<TWO_128, 4>(b) || run<TWO_96, 4>(b) ||
 	       run<ONE_192, 4>(b) || run<ONE_192_STAGGER, 4>(b) || run<ONE_256_RESCALED, 4>(b);
 }
