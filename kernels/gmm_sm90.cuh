@@ -311,14 +311,14 @@ __device__ __forceinline__ void consume(int k_iters, uint64_t *full, uint32_t &p
  * place and passes it on to each consumer warpgroup through a named barrier
  * (bar.arrive, then their bar.sync: that pair orders the stage's loads
  * before their reads as the mbarrier's wait did).  Measured (kernels/NOTES.md
- * v39): Mixtral 1.3-1.6% faster, other fp8 shapes level to 0.9% faster but
- * Qwen3 down (6 k-steps a tile) 0.6-0.8% slower, bf16 level to 1% slower.
- * At most one arrival is ever pending on a barrier: the stage's next phase
- * needs the consumers' release, after their bar.sync. */
+ * v39): Mixtral 1.1-1.7% faster, the other fp8 shapes level to 2% faster but
+ * Qwen3 down (6 k-steps a tile) 0.3-1.6% slower; bf16 level to 1% slower,
+ * so its consumers wait for themselves.  At most one arrival is ever pending
+ * on a barrier: the stage's next phase needs the consumers' release, after
+ * their bar.sync. */
 template <int STAGES, int NC, class S>
 __device__ __forceinline__ void relay(const S &sc, int k_iters, uint64_t *full)
 {
-	static_assert(CG_RELAY_BAR0 + STAGES * NC <= 16, "16 named barriers");
 	uint32_t parity = 0;
 	for (int t = blockIdx.x; t < sc.total(); t += gridDim.x) {
 		Tile tl;
@@ -611,6 +611,7 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 	using C = Sm90<BM, BN, BK, STAGES, FP8, NK>;
 	constexpr bool EPI_TMA = EPI == CG_GMM_EPI_TMA, KSPLIT = EPI == CG_GMM_EPI_KSPLIT;
 	constexpr bool RELAY = FP8 && BM == 128 && !KSPLIT; /* relay() */
+	static_assert(!RELAY || CG_RELAY_BAR0 + STAGES * C::NC <= 16, "16 named barriers");
 	static_assert(!KSPLIT || C::NC == 1, "a k-split tile is one consumer warpgroup's");
 	/* offsets from cg_smem, never through an integer: the compiler then
 	 * knows every pointer below is shared memory (the fp8 scales and the
