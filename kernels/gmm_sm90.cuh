@@ -307,46 +307,16 @@ __device__ __forceinline__ void consume(int k_iters, uint64_t *full, uint32_t &p
 	}
 }
 
-/* fp8 128 x 256: a producer warp waits for each full stage in the consumers'
- * place and passes it on to each consumer warpgroup through a named barrier
- * (bar.arrive, then their bar.sync: that pair orders the stage's loads
- * before their reads as the mbarrier's wait did).  Measured (kernels/NOTES.md
- * v39): Mixtral 1.1-1.7% faster, the other fp8 shapes level to 2% faster but
- * Qwen3 down (6 k-steps a tile) 0.3-1.6% slower; bf16 level to 1% slower,
- * so its consumers wait for themselves.  At most one arrival is ever pending
- * on a barrier: the stage's next phase needs the consumers' release, after
- * their bar.sync. */
-template <int STAGES, int NC, class S>
-__device__ __forceinline__ void relay(const S &sc, int k_iters, uint64_t *full)
-{
-	uint32_t parity = 0;
-	for (int t = blockIdx.x; t < sc.total(); t += gridDim.x) {
-		Tile tl;
-		if (!sc.tile(t, tl))
-			continue;
-		for (int kb0 = 0; kb0 < k_iters; kb0 += STAGES) {
-#pragma unroll
-			for (int s = 0; s < STAGES; ++s) {
-				if (kb0 + s < k_iters) {
-					mbar_wait(&full[s], (parity >> s) & 1);
-					parity ^= 1u << s;
-#pragma unroll
-					for (int c = 0; c < NC; ++c)
-						bar_arrive(relay_bar(s, NC, c), CG_RELAY_THREADS);
-				}
-			}
-		}
-	}
-}
-
 /* The producer's tiles, each stage loaded once the consumers released it;
  * KSPLIT: its cluster's one tile of ranks (gmm_kernels.h).  ho: the TMA
- * thread's, passing the tiles on (the scale warp passes none).  The tile
- * index stays blockIdx-based for the other kernels: computed outside and
- * passed in, it left the compiler unsure that the TMA coordinates were
- * warp-uniform, and every TMA load went through a loop (fp8 3-5% slower). */
-template <int STAGES, bool KSPLIT, class S, class F>
-__device__ __forceinline__ void produce(const S &sc, uint32_t ranks, int k_iters, uint64_t *empty, const Handoff *ho,
+ * thread's, passing the tiles on (the scale warp passes none).  FULL: the
+ * same walk over the full barriers, each stage handed to fill once loaded
+ * (relay()).  The tile index stays blockIdx-based for the other kernels:
+ * computed outside and passed in, it left the compiler unsure that the TMA
+ * coordinates were warp-uniform, and every TMA load went through a loop
+ * (fp8 3-5% slower). */
+template <int STAGES, bool KSPLIT, bool FULL = false, class S, class F>
+__device__ __forceinline__ void produce(const S &sc, uint32_t ranks, int k_iters, uint64_t *bars, const Handoff *ho,
 					F fill)
 {
 	uint32_t parity = 0, n = 0;
@@ -361,7 +331,7 @@ __device__ __forceinline__ void produce(const S &sc, uint32_t ranks, int k_iters
 #pragma unroll
 			for (int s = 0; s < STAGES; ++s) {
 				if (kb0 + s < k_iters) {
-					mbar_wait(&empty[s], ((parity >> s) & 1) ^ 1);
+					mbar_wait(&bars[s], ((parity >> s) & 1) ^ (FULL ? 0u : 1u));
 					fill(tl, kb0 + s, s);
 					parity ^= 1u << s;
 				}
@@ -370,6 +340,25 @@ __device__ __forceinline__ void produce(const S &sc, uint32_t ranks, int k_iters
 	}
 	if (ho)
 		ho->put(n, Tile{Handoff::END, 0, 0, 0});
+}
+
+/* fp8 128 x 256: a producer warp waits for each full stage in the consumers'
+ * place and passes it on to each consumer warpgroup through a named barrier
+ * (bar.arrive, then their bar.sync: that pair orders the stage's loads
+ * before their reads as the mbarrier's wait did).  Measured (kernels/NOTES.md
+ * v39): Mixtral 1.1-1.7% faster, the other fp8 shapes level to 2% faster but
+ * Qwen3 down (6 k-steps a tile) 0.3-1.6% slower; bf16 level to 1% slower,
+ * so its consumers wait for themselves.  At most one arrival is ever pending
+ * on a barrier: the stage's next phase needs the consumers' release, after
+ * their bar.sync. */
+template <int STAGES, int NC, class S>
+__device__ __forceinline__ void relay(const S &sc, int k_iters, uint64_t *full)
+{
+	produce<STAGES, false, true>(sc, 1, k_iters, full, nullptr, [&](const Tile &, int, int stage) {
+#pragma unroll
+		for (int c = 0; c < NC; ++c)
+			bar_arrive(relay_bar(stage, NC, c), CG_RELAY_THREADS);
+	});
 }
 
 /* A consumer warp done reading a stage: its one arrival on the stage's
