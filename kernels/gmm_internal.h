@@ -39,6 +39,16 @@ static inline unsigned cg_gmm_kernel_smem(const struct cg_gmm_kernel_info *k, in
 		       : cg_gmm_sm80_smem(k->bm, k->bn, k->bk, form, g);
 }
 
+/* The launch attribute of clusters of c blocks along x (the KSPLIT
+ * kernels': the fit asked once per context, then each tail launch) */
+static inline CUlaunchAttribute cg_gmm_cluster_dim(unsigned c)
+{
+	CUlaunchAttribute a = {.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION};
+	a.value.clusterDim.x = c;
+	a.value.clusterDim.y = a.value.clusterDim.z = 1;
+	return a;
+}
+
 /* What one context holds: its device's kernels and properties. */
 struct cg_gmm_module {
 	CUfunction fn[CG_GMM_NKERNELS]; /* NULL where this device cannot run it */

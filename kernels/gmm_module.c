@@ -68,9 +68,7 @@ static void ksplit_fit(const struct cg_gmm_driver *drv, struct cg_gmm_module *m)
 			const struct cg_gmm_kernel_info *k = &cg_gmm_kernel_info[i];
 			if (k->epi != CG_GMM_EPI_KSPLIT || !m->fn[i])
 				continue;
-			CUlaunchAttribute dim = {.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION};
-			dim.value.clusterDim.x = (unsigned)c;
-			dim.value.clusterDim.y = dim.value.clusterDim.z = 1;
+			CUlaunchAttribute dim = cg_gmm_cluster_dim((unsigned)c);
 			const CUlaunchConfig cfg = {.gridDimX = (unsigned)c, .gridDimY = 1, .gridDimZ = 1,
 						    .blockDimX = (unsigned)cg_gmm_kernel_threads(k), .blockDimY = 1,
 						    .blockDimZ = 1, .sharedMemBytes = cg_gmm_kernel_smem(k, CG_GMM_FORM_CONTIGUOUS, 1),

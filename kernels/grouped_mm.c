@@ -271,10 +271,8 @@ static CUresult launch(const struct cg_gmm_driver *drv, const struct cg_gmm_modu
 	if (k->sm90 && (r = tensor_maps(drv, p, args.m, k, &args, &ta, &tb, &td, &ts)) != CUDA_SUCCESS)
 		return r;
 	if ((place == BEHIND || cluster > 1) && drv->cuLaunchKernelEx) {
-		CUlaunchAttribute attrs[2] = {{.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION},
+		CUlaunchAttribute attrs[2] = {cg_gmm_cluster_dim(cluster),
 					      {.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION}};
-		attrs[0].value.clusterDim.x = cluster;
-		attrs[0].value.clusterDim.y = attrs[0].value.clusterDim.z = 1;
 		attrs[1].value.programmaticStreamSerializationAllowed = 1;
 		CUlaunchConfig cfg = {.gridDimX = grid, .gridDimY = 1, .gridDimZ = 1, .blockDimX = threads,
 				      .blockDimY = 1, .blockDimZ = 1, .sharedMemBytes = smem, .hStream = s,
