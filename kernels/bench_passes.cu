@@ -147,11 +147,11 @@ __device__ constexpr bool staggered(int m)
 /* the ring's barrier operations on barriers that never block, without
  * the ring: the wait for a stage, the release's arrival (FOUR_64_WGREL:
  * both, one arrival a warpgroup; through the ring, its release so) */
-__device__ constexpr bool bar_wait(int m, int ring)
+__device__ constexpr bool waits_done(int m, int ring)
 {
 	return m == FOUR_64_BAROPS || m == FOUR_64_BARWAIT || m == FOUR_64_KOPS || (!ring && m == FOUR_64_WGREL);
 }
-__device__ constexpr bool bar_arrive(int m, int ring)
+__device__ constexpr bool arrives_never(int m, int ring)
 {
 	return m == FOUR_64_BAROPS || m == FOUR_64_BARARRIVE || m == FOUR_64_KOPS || (!ring && m == FOUR_64_WGREL);
 }
@@ -291,7 +291,7 @@ __global__ void __launch_bounds__(384, 1) passes(int iters, long long *cyc, floa
 	static_assert(!RING || MODE != FOUR_64_CARRY, "the carried structure takes three k-steps a turn");
 	static_assert(RING || (MODE != FOUR_64_NAMED && MODE != FOUR_64_ONEWAIT), "ring structures");
 	uint64_t *full = reinterpret_cast<uint64_t *>(bench_smem + 4 * STAGE_BYTES), *empty = full + 4;
-	/* bar_wait() and bar_arrive(): a barrier whose phase 0 is complete,
+	/* waits_done() and arrives_never(): a barrier whose phase 0 is complete,
 	 * waited on, and one whose phase never completes, arrived on; after
 	 * them FOUR_64_KOPS's scales (whatever shared memory holds) */
 	uint64_t *done = empty + 4, *never = done + 1;
@@ -331,8 +331,8 @@ __global__ void __launch_bounds__(384, 1) passes(int iters, long long *cyc, floa
 			for (int it = 0; it < iters; ++it) {
 				const int st = it % STAGES;
 				mbar_wait(&full[st], (it / STAGES) & 1);
-				asm volatile("bar.arrive %0, 160;" ::"r"(1 + 2 * st) : "memory");
-				asm volatile("bar.arrive %0, 160;" ::"r"(2 + 2 * st) : "memory");
+				bar_arrive(1 + 2 * st, CG_RELAY_THREADS);
+				bar_arrive(2 + 2 * st, CG_RELAY_THREADS);
 			}
 		}
 		return;
@@ -369,7 +369,7 @@ __global__ void __launch_bounds__(384, 1) passes(int iters, long long *cyc, floa
 	for (int it = 0; it < iters; it += MODE == FOUR_64_CARRY ? 3 : 1) {
 		const int st = RING ? it % STAGES : 0;
 		if constexpr (MODE == FOUR_64_NAMED) {
-			asm volatile("bar.sync %0, 160;" ::"r"(1 + 2 * st + cw) : "memory");
+			bar_sync(1 + 2 * st + cw, CG_RELAY_THREADS);
 		} else if constexpr (MODE == FOUR_64_ONEWAIT) {
 			if (((threadIdx.x >> 5) & 3) == 0)
 				mbar_wait(&full[st], (it / STAGES) & 1);
@@ -377,7 +377,7 @@ __global__ void __launch_bounds__(384, 1) passes(int iters, long long *cyc, floa
 		} else if (RING && (MODE != FOUR_64_EARLY || it == 0)) {
 			mbar_wait(&full[st], (it / STAGES) & 1);
 		}
-		if (bar_wait(MODE, RING))
+		if (waits_done(MODE, RING))
 			mbar_wait(done, 0);
 		/* FOUR_64_KOPS: the scale of the promotions read from shared memory
 		 * as the kernels read theirs (a row's two, a block's pair) */
@@ -392,14 +392,14 @@ __global__ void __launch_bounds__(384, 1) passes(int iters, long long *cyc, floa
 		/* the kernels' release(), or WGREL's: thread 0 of the warpgroup,
 		 * after its warp's wait for the k-step's wgmma */
 		auto free_stage = [&] {
-			uint64_t *bar = bar_arrive(MODE, RING) ? never : &empty[st];
+			uint64_t *bar = arrives_never(MODE, RING) ? never : &empty[st];
 			if (MODE != FOUR_64_WGREL)
 				release(bar, 0, lane);
 			else if ((threadIdx.x & 127) == 0)
 				mbar_arrive(bar);
 		};
-		if constexpr (MODE == FOUR_64 || MODE == FOUR_64_STAGGER || MODE == FOUR_64_SOLO || bar_wait(MODE, RING) ||
-			      bar_arrive(MODE, RING) || MODE == FOUR_64_WGREL || MODE == FOUR_64_NAMED ||
+		if constexpr (MODE == FOUR_64 || MODE == FOUR_64_STAGGER || MODE == FOUR_64_SOLO || waits_done(MODE, RING) ||
+			      arrives_never(MODE, RING) || MODE == FOUR_64_WGREL || MODE == FOUR_64_NAMED ||
 			      MODE == FOUR_64_ONEWAIT) {
 			pipelined<4>(acc, p64, a, b, ks);
 		} else if constexpr (MODE == FOUR_64_EARLY) {
@@ -424,7 +424,7 @@ __global__ void __launch_bounds__(384, 1) passes(int iters, long long *cyc, floa
 		} else {
 			waited<1, 96, MODE != ONE_192_BARE>(acc, p192, a, b, s);
 		}
-		if ((RING && MODE != FOUR_64_RELFIRST) || bar_arrive(MODE, RING))
+		if ((RING && MODE != FOUR_64_RELFIRST) || arrives_never(MODE, RING))
 			free_stage();
 	}
 	const long long t1 = clock64();
