@@ -62,7 +62,9 @@ static CUresult device_attr(const struct cg_gmm_driver *drv, CUdevice dev, CUdev
  * multiprocessors over the cluster's size. */
 static void ksplit_fit(const struct cg_gmm_driver *drv, struct cg_gmm_module *m)
 {
-	for (int c = 2; c <= CG_GMM_KSPLIT_MAX && drv->cuOccupancyMaxActiveClusters; ++c) {
+	if (!drv->cuOccupancyMaxActiveClusters)
+		return;
+	for (int c = 2; c <= CG_GMM_KSPLIT_MAX; ++c) {
 		int fit = 0, seen = 0;
 		for (int i = 0; i < CG_GMM_NKERNELS; ++i) {
 			const struct cg_gmm_kernel_info *k = &cg_gmm_kernel_info[i];

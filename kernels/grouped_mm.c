@@ -267,6 +267,7 @@ static CUresult launch(const struct cg_gmm_driver *drv, const struct cg_gmm_modu
 	CUtensorMap ta, tb, td = {{0}}, ts = {{0}};
 	void *sm90_params[] = {&ta, &tb, &td, &ts, &args};
 	void *sm80_params[] = {&args};
+	void **params = k->sm90 ? sm90_params : sm80_params;
 	CUresult r;
 	if (k->sm90 && (r = tensor_maps(drv, p, args.m, k, &args, &ta, &tb, &td, &ts)) != CUDA_SUCCESS)
 		return r;
@@ -278,22 +279,19 @@ static CUresult launch(const struct cg_gmm_driver *drv, const struct cg_gmm_modu
 				      .blockDimY = 1, .blockDimZ = 1, .sharedMemBytes = smem, .hStream = s,
 				      .attrs = cluster > 1 ? attrs : attrs + 1,
 				      .numAttrs = (cluster > 1) + (place == BEHIND)};
-		if (drv->cuLaunchKernelEx(&cfg, mod->fn[id], k->sm90 ? sm90_params : sm80_params, NULL) ==
-		    CUDA_SUCCESS)
+		if (drv->cuLaunchKernelEx(&cfg, mod->fn[id], params, NULL) == CUDA_SUCCESS)
 			return CUDA_SUCCESS;
 		/* the overlap refused (a driver without it, or one that cannot
 		 * capture it in a graph): the clusters alone, in order */
 		if (cluster > 1 && place == BEHIND) {
 			cfg.numAttrs = 1;
-			if (drv->cuLaunchKernelEx(&cfg, mod->fn[id], k->sm90 ? sm90_params : sm80_params, NULL) ==
-			    CUDA_SUCCESS)
+			if (drv->cuLaunchKernelEx(&cfg, mod->fn[id], params, NULL) == CUDA_SUCCESS)
 				return CUDA_SUCCESS;
 		}
 		/* else the plain launch below, in order; a k-split kernel then
 		 * sums each tile whole (gmm_sm90.cuh), its extra blocks idle */
 	}
-	r = drv->cuLaunchKernel(mod->fn[id], grid, 1, 1, threads, 1, 1, smem, s, k->sm90 ? sm90_params : sm80_params,
-				NULL);
+	r = drv->cuLaunchKernel(mod->fn[id], grid, 1, 1, threads, 1, 1, smem, s, params, NULL);
 	return r == CUDA_SUCCESS ? r : cg_gmm_fail(r, "grouped_mm: launching %s failed", k->name);
 }
 
