@@ -130,9 +130,7 @@ def run_shape(builds, shape, kind, dtypes, iters):
         d = sets[0].d  # every call of set 0 writes here: the outputs compared
         calls = fp8_calls(builds, rt.form, sets, rt.index, rt.m, n, k, e)
         if dg:
-            dsf = [bg.dg_sfa(f.sfa_rows) for f in sets]
-            calls["dg"] = lambda i: bg.DG.m_grouped_fp8_gemm_nt_contiguous((sets[i].a, dsf[i]), (sets[i].b, sets[i].sfb),
-                                                                           sets[i].d, rt.index)
+            calls["dg"] = bg.dg_fp8_contiguous(sets, rt.index)
         compare(label + " fp8", calls, flops, d, rt.valid, iters)
         del sets, d
     torch.cuda.empty_cache()

@@ -73,19 +73,17 @@ def sweep(lib, spec, iters, sms):
             f = fsets[i]
             bg.call_ours(lib, "contiguous", FP8, f.a, f.b, f.d, rt.index, f.sfa, f.sfb, rt.m, n, k, e, f.sfa_strides)
 
-        fns, dg_sets = {"bf16": bf16, "fp8": fp8}, None
+        fns = {"bf16": bf16, "fp8": fp8}
         if bg.DG is not None:
-            dg_sets = [(f.a, bg.dg_sfa(f.sfa_rows), f.b, f.sfb, f.d) for f in fsets]
             fns["dg_bf16"] = lambda i: bg.DG.m_grouped_bf16_gemm_nt_contiguous(*sets[i], rt.index)
-            fns["dg_fp8"] = lambda i: bg.DG.m_grouped_fp8_gemm_nt_contiguous(
-                dg_sets[i][:2], dg_sets[i][2:4], dg_sets[i][4], rt.index)
+            fns["dg_fp8"] = bg.dg_fp8_contiguous(fsets, rt.index)
         t = bg.medians_ms(fns, iters)
         print("K %5d  " % k + "  ".join("%s %.4f ms (%.2f us a round)" % (impl, ms, 1e3 * ms / rounds)
                                         for impl, ms in t.items()), flush=True)
         for impl, ms in t.items():
             steps = k / (128 if "fp8" in impl else 64)
             points.setdefault(impl, []).append((steps, 1e3 * ms / rounds))
-        del sets, fsets, dg_sets, fns
+        del sets, fsets, fns
         torch.cuda.empty_cache()
     for impl, pts in points.items():
         slope, icpt = fit(pts)

@@ -324,15 +324,17 @@ __global__ void __launch_bounds__(384, 1) passes(int iters, long long *cyc, floa
 			}
 		}
 		/* FOUR_64_NAMED: warp 1 waits for each stage and passes it on to
-		 * each consumer warpgroup through a named barrier per stage and
-		 * warpgroup (at most one arrival ahead: the stage's next phase needs
-		 * the consumers' release, after their bar.sync) */
+		 * each consumer warpgroup through the kernels' named barrier per
+		 * stage and warpgroup (relay_bar; at most one arrival ahead: the
+		 * stage's next phase needs the consumers' release, after their
+		 * bar.sync) */
 		if (RING && MODE == FOUR_64_NAMED && (threadIdx.x >> 5) == 1) {
 			for (int it = 0; it < iters; ++it) {
 				const int st = it % STAGES;
 				mbar_wait(&full[st], (it / STAGES) & 1);
-				bar_arrive(1 + 2 * st, CG_RELAY_THREADS);
-				bar_arrive(2 + 2 * st, CG_RELAY_THREADS);
+#pragma unroll
+				for (int c = 0; c < 2; ++c)
+					bar_arrive(relay_bar(st, 2, c), CG_RELAY_THREADS);
 			}
 		}
 		return;
@@ -369,11 +371,11 @@ __global__ void __launch_bounds__(384, 1) passes(int iters, long long *cyc, floa
 	for (int it = 0; it < iters; it += MODE == FOUR_64_CARRY ? 3 : 1) {
 		const int st = RING ? it % STAGES : 0;
 		if constexpr (MODE == FOUR_64_NAMED) {
-			bar_sync(1 + 2 * st + cw, CG_RELAY_THREADS);
+			bar_sync(relay_bar(st, 2, cw), CG_RELAY_THREADS);
 		} else if constexpr (MODE == FOUR_64_ONEWAIT) {
 			if (((threadIdx.x >> 5) & 3) == 0)
 				mbar_wait(&full[st], (it / STAGES) & 1);
-			wg_sync(1 + 2 * st + cw);
+			wg_sync(relay_bar(st, 2, cw));
 		} else if (RING && (MODE != FOUR_64_EARLY || it == 0)) {
 			mbar_wait(&full[st], (it / STAGES) & 1);
 		}

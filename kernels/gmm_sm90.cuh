@@ -36,28 +36,27 @@ __device__ __forceinline__ void mbar_arrive(uint64_t *bar)
 }
 
 /* CLUSTER: acquire at cluster scope, for arrivals by other CTAs of the
- * cluster (ksplit_gather) */
+ * cluster (ksplit_gather).  The two differ only in the wait's semantics,
+ * which an asm template cannot take as an operand. */
+#define CG_MBAR_TRY_WAIT(sem)                                                         \
+	asm volatile("{\n.reg .pred p;\n"                                             \
+		     "mbarrier.try_wait.parity" sem ".shared::cta.b64 p, [%1], %2;\n" \
+		     "selp.u32 %0, 1, 0, p;\n}\n"                                     \
+		     : "=r"(done)                                                     \
+		     : "r"(smem_u32(bar)), "r"(parity)                                \
+		     : "memory")
 template <bool CLUSTER = false>
 __device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity)
 {
 	uint32_t done;
 	do {
 		if constexpr (CLUSTER)
-			asm volatile("{\n.reg .pred p;\n"
-				     "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
-				     "selp.u32 %0, 1, 0, p;\n}\n"
-				     : "=r"(done)
-				     : "r"(smem_u32(bar)), "r"(parity)
-				     : "memory");
+			CG_MBAR_TRY_WAIT(".acquire.cluster");
 		else
-			asm volatile("{\n.reg .pred p;\n"
-				     "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-				     "selp.u32 %0, 1, 0, p;\n}\n"
-				     : "=r"(done)
-				     : "r"(smem_u32(bar)), "r"(parity)
-				     : "memory");
+			CG_MBAR_TRY_WAIT("");
 	} while (!done);
 }
+#undef CG_MBAR_TRY_WAIT
 
 __device__ __forceinline__ void tma_load_2d(void *dst, const CUtensorMap *map, uint64_t *bar, int c0, int c1)
 {
