@@ -36,7 +36,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "gpu"))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 import bench_grouped_mm as bg  # noqa: E402
-from test_grouped_mm import BF16, FP8, load_lib  # noqa: E402
+from test_grouped_mm import BF16, load_lib  # noqa: E402
 
 PROBLEMS = ("prefill", "decode", "masked")
 
@@ -102,11 +102,8 @@ def fp8_calls(builds, form, sets, index, m, n, k, g):
     calls = {}
     for name, lib in builds:
         for suffix, rows in (("", True), ("/mn", False)):
-            def call(i, lib=lib, rows=rows):
-                f = sets[i]
-                sfa, strides = (f.sfa_rows, (0, 0)) if rows else (f.sfa, f.sfa_strides)
-                bg.call_ours(lib, form, FP8, f.a, f.b, f.d, index, sfa, f.sfb, m, n, k, g, strides)
-            calls[name + suffix] = call
+            calls[name + suffix] = (lambda i, lib=lib, rows=rows:
+                                    bg.call_ours_fp8(lib, form, sets[i], index, m, n, k, g, rows))
     return calls
 
 
@@ -159,11 +156,7 @@ def run_masked(builds, spec, dtypes, iters):
         d = sets[0].d
         calls = fp8_calls(builds, "masked", sets, index, max_m, n, k, g)
         if bg.DG is not None:
-            kb = (k + 127) // 128
-            dsf = [bg.dg_sfa(f.sfa_rows.view(g, max_m, kb)) for f in sets]
-            calls["dg"] = lambda i: bg.DG.m_grouped_fp8_gemm_nt_masked(
-                (sets[i].a.view(g, max_m, k), dsf[i]), (sets[i].b, sets[i].sfb), sets[i].d.view(g, max_m, n), index,
-                expected)
+            calls["dg"] = bg.dg_fp8_masked(sets, index, g, max_m, expected)
         compare(label + " fp8", calls, flops, d, valid, iters)
         del sets, d
     torch.cuda.empty_cache()

@@ -104,6 +104,21 @@ def dg_fp8_contiguous(fsets, index):
     return call
 
 
+def dg_fp8_masked(fsets, index, g, max_m, expected):
+    """DeepGEMM's masked fp8 call on fsets[i] (fp8_sets(..., groups=g)), its
+    sfa converted once, here; expected: its expected_m hint."""
+    kb = fsets[0].sfa_rows.shape[1]
+    sfa = [dg_sfa(f.sfa_rows.view(g, max_m, kb)) for f in fsets]
+
+    def call(i):
+        f = fsets[i]
+        k, n = f.a.shape[1], f.d.shape[1]
+        DG.m_grouped_fp8_gemm_nt_masked((f.a.view(g, max_m, k), sfa[i]), (f.b, f.sfb), f.d.view(g, max_m, n), index,
+                                        expected)
+
+    return call
+
+
 def rel_err(got, ref):
     return ((got.float() - ref).norm() / ref.norm()).item()
 
@@ -191,6 +206,13 @@ def call_ours(lib, form, dtype, a, w, d, index, sfa, sfb, m, n, k, g, sfa_stride
             *sfa_strides, *extra, m, n, k, g)
     if rc:
         raise RuntimeError("%s: %s" % (form, lib.ctxguard_gmm_last_error().decode()))
+
+
+def call_ours_fp8(lib, form, f, index, m, n, k, g, rows=False):
+    """call_ours on an Fp8Set: its MN-major sfa, or with rows its row-major
+    one (what a caller through offs holds)."""
+    sfa, strides = (f.sfa_rows, (0, 0)) if rows else (f.sfa, f.sfa_strides)
+    call_ours(lib, form, FP8, f.a, f.b, f.d, index, sfa, f.sfb, m, n, k, g, strides)
 
 
 def mn_major(sa, groups=1):
@@ -287,16 +309,13 @@ def bench_shape(lib, shape, kind, with_loop):
     fsets = fp8_sets(rt.m, e, k, n)
 
     def ours_fp8(i):
-        f = fsets[i]
         # offs: the row-major sfa its callers hold (module docstring)
-        sfa, strides = (f.sfa_rows, (0, 0)) if rt.form == "offs" else (f.sfa, f.sfa_strides)
-        call_ours(lib, rt.form, FP8, f.a, f.b, f.d, rt.index, sfa, f.sfb, rt.m, n, k, e, strides)
+        call_ours_fp8(lib, rt.form, fsets[i], rt.index, rt.m, n, k, e, rows=rt.form == "offs")
 
     dg_fp8 = dg_fp8_contiguous(fsets, rt.index) if dg else None
 
     def ours_fp8_psum(i):
-        f = fsets[i]
-        call_ours(lib, "psum", FP8, f.a, f.b, f.d, rt.psum, f.sfa, f.sfb, rt.m, n, k, e, f.sfa_strides)
+        call_ours_fp8(lib, "psum", fsets[i], rt.psum, rt.m, n, k, e)
 
     fns = {"fp8": ours_fp8}
     if dg:
@@ -353,20 +372,12 @@ def bench_masked(lib, spec):
     fsets = fp8_sets(m, g, k, n, groups=g)
 
     def ours_fp8(i):
-        f = fsets[i]
-        call_ours(lib, "masked", FP8, f.a, f.b, f.d, index, f.sfa, f.sfb, max_m, n, k, g, f.sfa_strides)
+        call_ours_fp8(lib, "masked", fsets[i], index, max_m, n, k, g)
 
     kb, nb = (k + 127) // 128, (n + 127) // 128
     r["bytes_fp8"] = routed * k + g * n * k + 2.0 * routed * n + 4.0 * (routed * kb + g * nb * kb)
     # expected_m: DeepGEMM's tile hint, the mean of masked_m
-    expected = max(1, routed // g)
-    dg_sets = [(f.a.view(g, max_m, k), dg_sfa(f.sfa_rows.view(g, max_m, kb)), f.b, f.sfb, f.d.view(g, max_m, n))
-               for f in fsets] if DG is not None else None
-
-    def dg_fp8(i):
-        aq, sa, wq, sb, d = dg_sets[i]
-        DG.m_grouped_fp8_gemm_nt_masked((aq, sa), (wq, sb), d, index, expected)
-
+    dg_fp8 = dg_fp8_masked(fsets, index, g, max_m, max(1, routed // g)) if DG is not None else None
     fns = {"fp8": ours_fp8}
     if DG is not None:
         fns["dg_fp8"] = dg_fp8
@@ -378,8 +389,7 @@ def bench_masked(lib, spec):
         fsets[0].d.fill_(float("nan"))  # only what DeepGEMM writes counts
         dg_fp8(0)
         r["dg_rel8"] = rel_err(fsets[0].d[valid], ref8)
-        del dg_sets
-    del fsets
+    del dg_fp8, fsets  # dg_fp8 holds its converted sfa
     torch.cuda.empty_cache()
     return r
 

@@ -26,7 +26,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "gpu"))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 import bench_grouped_mm as bg  # noqa: E402
-from test_grouped_mm import BF16, FP8, load_lib  # noqa: E402
+from test_grouped_mm import BF16, load_lib  # noqa: E402
 
 # name, experts, rows, N, the K swept (the shape's own K among them)
 SWEEPS = [
@@ -70,8 +70,7 @@ def sweep(lib, spec, iters, sms):
             bg.call_ours(lib, "contiguous", BF16, *sets[i], rt.index, None, None, rt.m, n, k, e)
 
         def fp8(i):
-            f = fsets[i]
-            bg.call_ours(lib, "contiguous", FP8, f.a, f.b, f.d, rt.index, f.sfa, f.sfb, rt.m, n, k, e, f.sfa_strides)
+            bg.call_ours_fp8(lib, "contiguous", fsets[i], rt.index, rt.m, n, k, e)
 
         fns = {"bf16": bf16, "fp8": fp8}
         if bg.DG is not None:
