@@ -77,8 +77,9 @@
  * mbarriers: two 16-byte tiles, then two pairs of mbarriers */
 #define CG_GMM_SM90_HANDOFF_BYTES 64
 
-/* SM90 kernels load A in TMA boxes of this many rows (the host's tensor
- * map and the producer agree on it), skipping boxes past a tile's rows. */
+/* SM90 kernels load a short tile's A in TMA boxes of this many rows (the
+ * host's second tensor map of A and the producer agree on it), skipping
+ * boxes past its rows; a full tile's comes in one box. */
 #define CG_GMM_A_BOX_ROWS 32
 
 enum cg_gmm_kernel_id {

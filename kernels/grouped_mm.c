@@ -155,7 +155,8 @@ static int64_t sfa_group(const struct cg_gmm_args *args)
 	return args->group_rows ? args->sfa_sg + args->group_rows * args->sfa_sm : 0;
 }
 
-/* A [rows, k] in (CG_GMM_A_BOX_ROWS x bk) boxes; B [g, n, k] in (bn x bk)
+/* A [rows, k] in (bm x bk) boxes (ta, a full tile's) and in
+ * (CG_GMM_A_BOX_ROWS x bk) ones (tr, a short tile's rows); B [g, n, k] in (bn x bk)
  * boxes or [g, k, n] in (bk x 64) boxes; out-of-range rows and channels
  * read as zeros.  D [rows, n] in 64 x 64 boxes where the epilogue stores
  * through TMA (CG_GMM_ARG_D_TMA); out-of-range parts of a box are not
@@ -166,15 +167,18 @@ static int64_t sfa_group(const struct cg_gmm_args *args)
  * rows. */
 static CUresult tensor_maps(const struct cg_gmm_driver *drv, const struct cg_gmm_problem *p, int64_t rows,
 			    const struct cg_gmm_kernel_info *k, const struct cg_gmm_args *args, CUtensorMap *ta,
-			    CUtensorMap *tb, CUtensorMap *td, CUtensorMap *ts)
+			    CUtensorMap *tr, CUtensorMap *tb, CUtensorMap *td, CUtensorMap *ts)
 {
 	const unsigned flags = (unsigned)args->flags;
 	const cuuint64_t esz = k->fp8 ? 1 : 2;
 	const CUtensorMapDataType type = k->fp8 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
 	const cuuint64_t m = (cuuint64_t)rows, n = (cuuint64_t)p->n, kk = (cuuint64_t)p->k, g = (cuuint64_t)p->g;
 	const cuuint64_t a_dims[2] = {kk, m}, a_strides[1] = {kk * esz};
-	const cuuint32_t a_box[2] = {(cuuint32_t)k->bk, CG_GMM_A_BOX_ROWS};
+	const cuuint32_t a_box[2] = {(cuuint32_t)k->bk, (cuuint32_t)k->bm};
+	const cuuint32_t r_box[2] = {(cuuint32_t)k->bk, CG_GMM_A_BOX_ROWS};
 	CUresult r = encode(drv, ta, "A", type, 2, p->a, a_dims, a_strides, a_box);
+	if (r == CUDA_SUCCESS)
+		r = encode(drv, tr, "A (a short tile's boxes)", type, 2, p->a, a_dims, a_strides, r_box);
 	if (r != CUDA_SUCCESS)
 		return r;
 	if (flags & CG_GMM_ARG_SFA_TMA) {
@@ -264,12 +268,12 @@ static CUresult launch(const struct cg_gmm_driver *drv, const struct cg_gmm_modu
 	args.flags |= arg_flags(p, form, k, &args) | (place == AHEAD ? CG_GMM_ARG_TAIL_NEXT : 0);
 	const unsigned smem = cg_gmm_kernel_smem(k, form, (int)p->g);
 	const unsigned threads = (unsigned)cg_gmm_kernel_threads(k);
-	CUtensorMap ta, tb, td = {{0}}, ts = {{0}};
-	void *sm90_params[] = {&ta, &tb, &td, &ts, &args};
+	CUtensorMap ta, tr, tb, td = {{0}}, ts = {{0}};
+	void *sm90_params[] = {&ta, &tr, &tb, &td, &ts, &args};
 	void *sm80_params[] = {&args};
 	void **params = k->sm90 ? sm90_params : sm80_params;
 	CUresult r;
-	if (k->sm90 && (r = tensor_maps(drv, p, args.m, k, &args, &ta, &tb, &td, &ts)) != CUDA_SUCCESS)
+	if (k->sm90 && (r = tensor_maps(drv, p, args.m, k, &args, &ta, &tr, &tb, &td, &ts)) != CUDA_SUCCESS)
 		return r;
 	if ((place == BEHIND || cluster > 1) && drv->cuLaunchKernelEx) {
 		CUlaunchAttribute attrs[2] = {cg_gmm_cluster_dim(cluster),

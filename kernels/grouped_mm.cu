@@ -20,12 +20,12 @@
 
 #define CG_DEFINE_SM90(name, dt, bl, bm, bn, bk, st, epi)                                          \
 	extern "C" __global__ void __launch_bounds__((CG_GMM_SM90_CONSUMERS(bm, bn) + 1) * 128, 1) \
-	    name(const __grid_constant__ CUtensorMap tma, const __grid_constant__ CUtensorMap tmb, \
-		 const __grid_constant__ CUtensorMap tmd, const __grid_constant__ CUtensorMap tms, \
-		 const cg_gmm_args args)                                                           \
+	    name(const __grid_constant__ CUtensorMap tma, const __grid_constant__ CUtensorMap tmr, \
+		 const __grid_constant__ CUtensorMap tmb, const __grid_constant__ CUtensorMap tmd, \
+		 const __grid_constant__ CUtensorMap tms, const cg_gmm_args args)                  \
 	{                                                                                          \
-		cg::sm90_gemm<bm, bn, bk, st, CG_FP8_##dt, CG_NK_##bl, CG_GMM_EPI_##epi>(tma, tmb, tmd,  \
-									      tms, args);  \
+		cg::sm90_gemm<bm, bn, bk, st, CG_FP8_##dt, CG_NK_##bl, CG_GMM_EPI_##epi>(tma, tmr, tmb,  \
+									      tmd, tms, args); \
 	}
 
 #define CG_DEFINE_SM80(name, dt, bl, bm, bn, bk, st, epi)                             \

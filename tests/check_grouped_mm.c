@@ -332,11 +332,11 @@ START_TEST(sfa_by_tma)
 	if (!launch_one(c->what, c->form, CG_GMM_FP8_E4M3, CG_GMM_B_NK, 0, c->sfa_strides, c->sfa_offset, c->m, c->n,
 			c->k, c->g, &ran, &sfa))
 		return; /* no kernels in this build */
-	/* sm90 parameters: tensor maps of A, B, D and sfa, then the argument
-	 * block, last and right after sfa's map */
+	/* sm90 parameters: tensor maps of A (two), B, D and sfa, then the
+	 * argument block, last and right after sfa's map */
 	struct cg_gmm_args args;
 	CUtensorMap map;
-	ck_assert_msg(ran.argbytes >= 4 * sizeof map + sizeof args, "%s: %zu bytes of arguments", c->what,
+	ck_assert_msg(ran.argbytes >= 5 * sizeof map + sizeof args, "%s: %zu bytes of arguments", c->what,
 		      ran.argbytes);
 	const size_t at = ran.argbytes - sizeof args;
 	memcpy(&args, ran.args + at, sizeof args);

@@ -19,8 +19,9 @@ bool fake_image_is_fatbin(const void *image)
 	return magic == FATBIN_MAGIC;
 }
 
-/* TMA kernels take A's, B's, D's and sfa's tensor maps before the argument block. */
-#define FAKE_GMM_LINE_SM90(name) ".kernel " #name " 128,128,128,128,%zu\n"
+/* TMA kernels take A's two (a full tile's box, a short tile's), B's, D's and
+ * sfa's tensor maps before the argument block. */
+#define FAKE_GMM_LINE_SM90(name) ".kernel " #name " 128,128,128,128,128,%zu\n"
 #define FAKE_GMM_LINE_SM80(name) ".kernel " #name " %zu\n"
 #define FAKE_GMM_LINE(name, impl, dt, bl, bm, bn, bk, st, epi) FAKE_GMM_LINE_##impl(name)
 #define FAKE_GMM_SIZE(name, impl, dt, bl, bm, bn, bk, st, epi) , sizeof(struct cg_gmm_args)
