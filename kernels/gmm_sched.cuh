@@ -172,13 +172,18 @@ struct Sched {
 		return o.g >= 0 && o.g < g;
 	}
 
-	/* Whether row r (0-based in the tile) of tile o is written. */
-	__device__ bool row_ok(const Tile &o, int r) const
+	/* Row r (0-based in the tile) of tile o is written where this is o.g
+	 * (-1 past the tile's rows): in the contiguous form the row's group id,
+	 * a global load, which the SM90 bf16 consumers issue at a tile's start
+	 * and compare only after its k-loop. */
+	__device__ int row_group(const Tile &o, int r) const
 	{
 		if (r >= o.rows)
-			return false;
-		return cg_gmm_form_has_tables(form) || __ldg(index + o.m0 + r) == o.g;
+			return -1;
+		return cg_gmm_form_has_tables(form) ? o.g : __ldg(index + o.m0 + r);
 	}
+
+	__device__ bool row_ok(const Tile &o, int r) const { return row_group(o, r) == o.g; }
 };
 
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi)

@@ -781,15 +781,17 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 		const Tile tl = ho.take(i, lane);
 		if (tl.g == Handoff::END)
 			break;
-		/* whether this thread's two rows are written: loaded now (the
-		 * contiguous form reads their group ids) and used after the k-loop */
-		const bool ok[2] = {sc.row_ok(tl, row), sc.row_ok(tl, row + 8)};
+		/* whether this thread's two rows are written: their group ids,
+		 * loaded now and compared after the k-loop (measured: compared
+		 * here, the load's latency held up every tile's start; bf16
+		 * prefill up to 1.7% slower, kernels/NOTES.md v45) */
+		const int rg[2] = {sc.row_group(tl, row), sc.row_group(tl, row + 8)};
 		/* fp8: a warpgroup whose 64 rows hold none to write (padding,
 		 * rows past the group) only waits for and releases each stage,
 		 * leaving the tensor cores to the other (the host's
 		 * CG_GMM_ARG_SKIP_HALF, where this tile's lead over the m-tiles
 		 * sharing its B cannot cost them B's reads; kernels/NOTES.md v35) */
-		if (FP8 && C::ROW_SPLIT && (a.flags & CG_GMM_ARG_SKIP_HALF) && wg_all(1 + cw, !ok[0] && !ok[1])) {
+		if (FP8 && C::ROW_SPLIT && (a.flags & CG_GMM_ARG_SKIP_HALF) && wg_all(1 + cw, rg[0] != tl.g && rg[1] != tl.g)) {
 			consume<STAGES, RELAY>(k_iters, full, parity, cw, C::NC, [&](int, int stage) {
 				if (epi_tma && leader)
 					pend.issue_one(tmd, dbuf);
@@ -875,6 +877,7 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 				ksplit_gather<C::ACC, 128>(acc, reinterpret_cast<const float *>(sd), recv, ranks);
 			}
 		}
+		const bool ok[2] = {rg[0] == tl.g, rg[1] == tl.g};
 		Tile mine = tl;
 		mine.n0 += c0;
 		if (epi_tma)
