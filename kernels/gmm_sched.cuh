@@ -174,8 +174,8 @@ struct Sched {
 
 	/* Row r (0-based in the tile) of tile o is written where this is o.g
 	 * (-1 past the tile's rows): in the contiguous form the row's group id,
-	 * a global load, which the SM90 bf16 consumers issue at a tile's start
-	 * and compare only after its k-loop. */
+	 * a global load, which the SM90 consumers issue at a tile's start and
+	 * compare after its k-loop (fp8's padding-half check, at once). */
 	__device__ int row_group(const Tile &o, int r) const
 	{
 		if (r >= o.rows)
