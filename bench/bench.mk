@@ -8,7 +8,8 @@
 #                                 statically, so nothing but the driver is
 #                                 needed where it runs), DeepGEMM-shaped expert
 #   build/bench/driver_queries    the cost of each driver query ctxguard
-#                                 may make on a launch
+#                                 may make on a launch, and of a tensor
+#                                 map's encoding (bundled grouped_mm)
 #   build/bench/driver_waits      which driver calls wait for the device's
 #                                 running work (a redirect must not)
 #   bench-overhead                builds it, runs bench/run_overhead.py (a GPU

@@ -2,12 +2,15 @@
  * cost on this machine: ctxguard asks cuCtxGetCurrent (launch on a NULL,
  * legacy or per-thread stream) or cuStreamGetCtx (any other stream) once
  * per checked launch, and cuPointerGetAttribute only for an address its map
- * has never seen.
+ * has never seen.  Also one cuTensorMapEncodeTiled as the bundled
+ * grouped_mm encodes its operands' maps, three to five a call
+ * (kernels/grouped_mm.c, tensor_maps()).
  *
  * usage: driver_queries [N]     N calls of each (default 1000000), timed as
  *                               a loop, 5 reps; prints the median ns/call.
  * Exits 0, or 1 on a CUDA error. */
 #include <cuda.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -36,6 +39,18 @@ static void pointer_device(void)
 	CU(cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr));
 }
 
+/* an fp8 A [1024, 768] in 128 x 128 boxes, 128-byte swizzle, as
+ * tensor_maps() encodes it (within the 1 MB at ptr) */
+static void encode_map(void)
+{
+	static const cuuint64_t dims[2] = {768, 1024}, strides[1] = {768};
+	static const cuuint32_t box[2] = {128, 128}, unit[2] = {1, 1};
+	CUtensorMap map;
+	CU(cuTensorMapEncodeTiled(&map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, (void *)(uintptr_t)ptr, dims, strides, box,
+				  unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+				  CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+}
+
 static double now_ns(void)
 {
 	struct timespec t;
@@ -60,6 +75,7 @@ int main(int argc, char **argv)
 		{ "cuCtxGetCurrent", current },
 		{ "cuStreamGetCtx (created stream)", stream_ctx },
 		{ "cuPointerGetAttribute (device ordinal)", pointer_device },
+		{ "cuTensorMapEncodeTiled (fp8 A, 2-D)", encode_map },
 	};
 	CUdevice dev;
 	CUcontext ctx;
