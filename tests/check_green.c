@@ -278,6 +278,57 @@ START_TEST(created_context_crosses_under_redirect)
 }
 END_TEST
 
+/* A green context made past the hooks (before ctxguard started, or by a
+ * route it does not see) is met first at a launch, and asked of the
+ * driver there once: an alias all the same. */
+START_TEST(green_context_made_out_of_sight)
+{
+	CUresult (*create)(CUgreenCtx *, CUdevResourceDesc, CUdevice, unsigned) =
+		(CUresult(*)(CUgreenCtx *, CUdevResourceDesc, CUdevice, unsigned))fake_entry_point(
+			"cuGreenCtxCreate", 0);
+	CUresult (*from)(CUcontext *, CUgreenCtx) =
+		(CUresult(*)(CUcontext *, CUgreenCtx))fake_entry_point("cuCtxFromGreenCtx", 0);
+	CUdevResource all, part;
+	CUdevResourceDesc desc;
+	CUgreenCtx g;
+	CUcontext as;
+	unsigned n = 1;
+	ck_assert_ptr_nonnull(create);
+	ck_assert_ptr_nonnull(from);
+	ck_assert_int_eq(cuDeviceGetDevResource(0, &all, CU_DEV_RESOURCE_TYPE_SM), CUDA_SUCCESS);
+	ck_assert_int_eq(cuDevSmResourceSplitByCount(&part, &n, &all, NULL, 0, 8), CUDA_SUCCESS);
+	ck_assert_int_eq(cuDevResourceGenerateDesc(&desc, &part, 1), CUDA_SUCCESS);
+	ck_assert_int_eq(create(&g, desc, 0, CU_GREEN_CTX_DEFAULT_STREAM), CUDA_SUCCESS);
+	ck_assert_int_eq(from(&as, g), CUDA_SUCCESS);
+	CUfunction f = load_in(primary[0]);
+	fake_reset();
+	assert_ran(launch(f, as, NULL, mem[0]), 1);
+	/* Loaded there, it is the primary context's. */
+	CUfunction h = load_in(as);
+	assert_ran(launch(h, primary[0], NULL, mem[0]), 2);
+}
+END_TEST
+
+/* Kernels captured into a graph on a green stream are checked as they are
+ * captured: the domain's own run, another domain's cross. */
+START_TEST(capture_on_green_stream)
+{
+	struct fake_stats st;
+	CUfunction f = load_in(primary[0]), other = load_in(create_context(0));
+	CUstream gs;
+	ck_assert_int_eq(cuGreenCtxStreamCreate(&gs, green[0][0], CU_STREAM_NON_BLOCKING, 0),
+			 CUDA_SUCCESS);
+	fake_stream_set_capturing(gs, 1);
+	fake_reset();
+	assert_ran(launch(f, primary[0], gs, mem[0]), 1);
+	CUresult rc = launch(other, primary[0], gs, mem[0]);
+	fake_get_stats(&st);
+	ck_assert_int_eq(rc, CUDA_ERROR_INVALID_HANDLE);
+	ck_assert_uint_eq(st.invalid_handle, 0);
+	fake_stream_set_capturing(gs, 0);
+}
+END_TEST
+
 /* A green context of another device crosses as any context there. */
 START_TEST(green_contexts_of_two_devices_cross)
 {
@@ -366,6 +417,8 @@ int main(void)
 	tcase_add_loop_test(e, created_context_crosses_under_error, 0, 2 * WHERE);
 	tcase_add_test(e, green_contexts_of_two_devices_cross);
 	tcase_add_test(e, destroyed_green_context_handle_reused);
+	tcase_add_test(e, green_context_made_out_of_sight);
+	tcase_add_test(e, capture_on_green_stream);
 	suite_add_tcase(s, e);
 	TCase *w = tcase_create("warn");
 	tcase_add_checked_fixture(w, setup_warn, NULL);
