@@ -30,20 +30,33 @@ static CUgreenCtx green[2][2];     /* two green contexts on each device */
 static CUcontext gctx[2][2];       /* their CUcontexts */
 static CUdeviceptr mem[2];         /* allocated in each primary context */
 
-static CUgreenCtx make_green(int dev, CUcontext *as)
+typedef CUresult (*green_create_fn)(CUgreenCtx *, CUdevResourceDesc, CUdevice, unsigned);
+typedef CUresult (*green_as_ctx_fn)(CUcontext *, CUgreenCtx);
+
+/* A green context of 16 SMs on dev, made and converted by the functions
+ * given (the hooked ones, or others reached another way). */
+static CUgreenCtx make_green_by(green_create_fn create, green_as_ctx_fn from, int dev,
+				CUcontext *as)
 {
 	CUdevResource all, part[2];
 	CUdevResourceDesc desc;
 	CUgreenCtx g;
 	unsigned n = 2;
+	ck_assert_ptr_nonnull(create);
+	ck_assert_ptr_nonnull(from);
 	ck_assert_int_eq(cuDeviceGetDevResource(dev, &all, CU_DEV_RESOURCE_TYPE_SM), CUDA_SUCCESS);
 	ck_assert_int_eq(cuDevSmResourceSplitByCount(part, &n, &all, NULL, 0, 16), CUDA_SUCCESS);
 	ck_assert_uint_eq(n, 2);
 	ck_assert_uint_eq(part[0].sm.smCount, 16);
 	ck_assert_int_eq(cuDevResourceGenerateDesc(&desc, &part[0], 1), CUDA_SUCCESS);
-	ck_assert_int_eq(cuGreenCtxCreate(&g, desc, dev, CU_GREEN_CTX_DEFAULT_STREAM), CUDA_SUCCESS);
-	ck_assert_int_eq(cuCtxFromGreenCtx(as, g), CUDA_SUCCESS);
+	ck_assert_int_eq(create(&g, desc, dev, CU_GREEN_CTX_DEFAULT_STREAM), CUDA_SUCCESS);
+	ck_assert_int_eq(from(as, g), CUDA_SUCCESS);
 	return g;
+}
+
+static CUgreenCtx make_green(int dev, CUcontext *as)
+{
+	return make_green_by(cuGreenCtxCreate, cuCtxFromGreenCtx, dev, as);
 }
 
 static void setup_mode(const char *mode)
@@ -283,23 +296,9 @@ END_TEST
  * driver there once: an alias all the same. */
 START_TEST(green_context_made_out_of_sight)
 {
-	CUresult (*create)(CUgreenCtx *, CUdevResourceDesc, CUdevice, unsigned) =
-		(CUresult(*)(CUgreenCtx *, CUdevResourceDesc, CUdevice, unsigned))fake_entry_point(
-			"cuGreenCtxCreate", 0);
-	CUresult (*from)(CUcontext *, CUgreenCtx) =
-		(CUresult(*)(CUcontext *, CUgreenCtx))fake_entry_point("cuCtxFromGreenCtx", 0);
-	CUdevResource all, part;
-	CUdevResourceDesc desc;
-	CUgreenCtx g;
 	CUcontext as;
-	unsigned n = 1;
-	ck_assert_ptr_nonnull(create);
-	ck_assert_ptr_nonnull(from);
-	ck_assert_int_eq(cuDeviceGetDevResource(0, &all, CU_DEV_RESOURCE_TYPE_SM), CUDA_SUCCESS);
-	ck_assert_int_eq(cuDevSmResourceSplitByCount(&part, &n, &all, NULL, 0, 8), CUDA_SUCCESS);
-	ck_assert_int_eq(cuDevResourceGenerateDesc(&desc, &part, 1), CUDA_SUCCESS);
-	ck_assert_int_eq(create(&g, desc, 0, CU_GREEN_CTX_DEFAULT_STREAM), CUDA_SUCCESS);
-	ck_assert_int_eq(from(&as, g), CUDA_SUCCESS);
+	make_green_by((green_create_fn)fake_entry_point("cuGreenCtxCreate", 0),
+		      (green_as_ctx_fn)fake_entry_point("cuCtxFromGreenCtx", 0), 0, &as);
 	CUfunction f = load_in(primary[0]);
 	fake_reset();
 	assert_ran(launch(f, as, NULL, mem[0]), 1);
@@ -326,6 +325,28 @@ START_TEST(capture_on_green_stream)
 	ck_assert_int_eq(rc, CUDA_ERROR_INVALID_HANDLE);
 	ck_assert_uint_eq(st.invalid_handle, 0);
 	fake_stream_set_capturing(gs, 0);
+}
+END_TEST
+
+/* PyTorch's route: the green API looked up through cuGetProcAddress, and
+ * the alias recorded when the context is made, so that no launch has to
+ * ask the driver (here it could not: cuStreamGetCtx_v2 fails). */
+START_TEST(green_context_known_when_made)
+{
+	green_create_fn create;
+	green_as_ctx_fn from;
+	CUcontext as;
+	ck_assert_int_eq(cuGetProcAddress("cuGreenCtxCreate", (void **)&create, 12040, 0, NULL),
+			 CUDA_SUCCESS);
+	ck_assert_int_eq(cuGetProcAddress("cuCtxFromGreenCtx", (void **)&from, 12040, 0, NULL),
+			 CUDA_SUCCESS);
+	make_green_by(create, from, 0, &as);
+	CUfunction f = load_in(primary[0]);
+	fake_reset();
+	for (int i = 0; i < 4; i++)
+		fake_fail_next("cuStreamGetCtx", CUDA_ERROR_NOT_SUPPORTED);
+	assert_ran(launch(f, as, NULL, mem[0]), 1);
+	fake_reset();
 }
 END_TEST
 
@@ -418,6 +439,7 @@ int main(void)
 	tcase_add_test(e, green_contexts_of_two_devices_cross);
 	tcase_add_test(e, destroyed_green_context_handle_reused);
 	tcase_add_test(e, green_context_made_out_of_sight);
+	tcase_add_test(e, green_context_known_when_made);
 	tcase_add_test(e, capture_on_green_stream);
 	suite_add_tcase(s, e);
 	TCase *w = tcase_create("warn");
