@@ -35,8 +35,11 @@ check(const char *api, CUfunction f, CUcontext launch_ctx, CUstream stream, void
 	/* No launch context: the driver itself refuses the launch. */
 	if (!launch_ctx)
 		return CUDA_SUCCESS;
-	/* A CUkernel (owner NULL) runs wherever it is launched. */
-	if (fn->owner && CG_UNLIKELY(launch_ctx != fn->owner))
+	/* A CUkernel (owner NULL) runs wherever it is launched.  Owners are
+	 * module domains: a green context's launch of its primary context's
+	 * function differs by handle alone, and is no crossing. */
+	if (fn->owner && CG_UNLIKELY(launch_ctx != fn->owner) &&
+	    cg_ctx_domain(launch_ctx, stream) != fn->owner)
 		return crossing(api, fn, launch_ctx, stream);
 	if (cg_policy->operands)
 		return cg_check_operands(api, fn, launch_ctx, stream, params, extra);

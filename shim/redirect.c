@@ -226,7 +226,12 @@ static int plan(const struct cg_launch *l, const struct cg_crossing *c, const st
 	p->launch_dev = c->launch_dev;
 	if (p->to_dev < 0)
 		p->to_dev = c->launch_dev;
-	p->target = p->to_dev == c->launch_dev ? (CUcontext)c->launch_ctx : cg_device_ctx(p->to_dev);
+	/* On the launch device, into its module domain: a green launch
+	 * context's work goes to its primary context, ordered with the streams
+	 * of both (shim/streams.c lists them together). */
+	p->target = p->to_dev == c->launch_dev
+			    ? cg_ctx_domain((CUcontext)c->launch_ctx, l->config.hStream)
+			    : cg_device_ctx(p->to_dev);
 	if (!p->target) {
 		snprintf(why, n, "no context for device %d", p->to_dev);
 		return 0;

@@ -138,6 +138,7 @@ void *cg_variant_real(void *libcuda, const struct cg_variant *v);
 #define CG_CALLS(X)                                                          \
 	X(cuCtxGetCurrent, (CUcontext * pctx))                               \
 	X(cuStreamGetCtx, (CUstream s, CUcontext * pctx))                    \
+	X(cuStreamGetCtx_v2, (CUstream s, CUcontext * pctx, CUgreenCtx * green)) \
 	X(cuCtxGetDevice, (CUdevice * dev))                                  \
 	X(cuCtxGetDevice_v2, (CUdevice * dev, CUcontext ctx))                \
 	X(cuCtxPushCurrent_v2, (CUcontext ctx))                              \
@@ -286,6 +287,23 @@ CUcontext cg_current_ctx(void);
 /* The context a launch on stream s runs in (current for NULL/legacy/ptds). */
 CUcontext cg_launch_ctx(CUstream s);
 int cg_ctx_device(CUcontext ctx);            /* -1 if unknown; cached */
+/* The context whose modules ctx runs (docs/contexts.md): for a green
+ * context's CUcontext, its device's primary context; for any other, ctx.
+ * Known when the context was made (the hooks of shim/green.c and
+ * cuCtxCreate), else asked of the driver once, with s a stream of ctx
+ * (NULL: ctx is current).  Lock-free once known; never asked on the
+ * launch path's fast path, only where handles differ. */
+CUcontext cg_ctx_domain(CUcontext ctx, CUstream s);
+/* Who owns what is made now (a module, memory): the current context's
+ * domain; and what is made on stream s: its context's domain. */
+CUcontext cg_owner_ctx(void);
+CUcontext cg_stream_domain(CUstream s);
+/* A green context's CUcontext, on device dev (-1: ask), made or met:
+ * recorded, once, as an alias of dev's primary context. */
+void cg_ctx_alias(CUcontext ctx, int dev);
+/* dev's primary context while it is active (its reference count left as
+ * it was), else NULL. */
+CUcontext cg_ctx_primary(CUdevice dev);
 /* Whether s is capturing a graph (or cannot be asked): then the slow paths
  * (naming a new function, its layout, an unknown address) wait for a
  * launch outside the capture, so ctxguard adds no driver call that a

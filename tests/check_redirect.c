@@ -24,6 +24,7 @@
 
 #include "../policy/policy.h"
 #include "fake/fake_api.h"
+#include "observe.h"
 #include "suite.h"
 #include "spawn.h"
 
@@ -177,51 +178,6 @@ static int bundled_built(void)
 	*(void **)&run = dlsym(RTLD_DEFAULT, "ctxguard_gmm_contiguous");
 	ck_assert_ptr_nonnull(run);
 	return run(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1) == 0;
-}
-
-/* stderr of the calls between the two, for the "ctxguard: redirect" lines. */
-static FILE *captured;
-static int saved_err = -1;
-
-static void capture_start(void)
-{
-	fflush(stderr);
-	captured = tmpfile();
-	ck_assert_ptr_nonnull(captured);
-	saved_err = dup(2);
-	dup2(fileno(captured), 2);
-}
-
-static const char *capture_end(void)
-{
-	static char text[16384];
-	dup2(saved_err, 2);
-	close(saved_err);
-	rewind(captured);
-	size_t n = fread(text, 1, sizeof text - 1, captured);
-	text[n] = 0;
-	fclose(captured);
-	return text;
-}
-
-static struct fake_call trace[4096];
-
-static size_t find(size_t n, size_t from, const char *api, CUcontext c, const void *s,
-		   const void *object)
-{
-	for (size_t i = from; i < n; i++)
-		if (!strcmp(trace[i].api, api) && (!c || trace[i].ctx == c) &&
-		    (!s || trace[i].stream == s) && (!object || trace[i].object == object))
-			return i;
-	return n;
-}
-
-static size_t count(size_t n, const char *api)
-{
-	size_t c = 0;
-	for (size_t i = 0; i < n; i++)
-		c += !strcmp(trace[i].api, api);
-	return c;
 }
 
 /* The bundled launch ran on ctxguard's stream T of device 1, after S and

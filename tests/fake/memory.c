@@ -132,7 +132,11 @@ static CUresult carve(CUdeviceptr base, CUdeviceptr *used, CUdeviceptr span, str
 CUresult fake_mem_alloc_device(CUdevice dev, CUcontext ctx, CUmemoryPool pool, size_t size,
 			       CUdeviceptr *out)
 {
-	struct fake_alloc a = {.size = size, .kind = FAKE_MEM_DEVICE, .dev = dev, .ctx = ctx, .pool = pool};
+	struct fake_alloc a = {.size = size,
+			       .kind = FAKE_MEM_DEVICE,
+			       .dev = dev,
+			       .ctx = fake_ctx_domain(ctx), /* a green context's: its primary's */
+			       .pool = pool};
 	return carve(FAKE_DEVICE_BASE(dev), &device_used[dev], FAKE_DEVICE_SPAN, a, out);
 }
 
