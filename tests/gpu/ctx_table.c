@@ -1,6 +1,7 @@
 /* The contexts-on-one-device truth table, measured: one row per run.
  *   ctx_table PTX ROW     prints "ROW launch=<CUresult> sync=<CUresult> result=<right|wrong|none>"
  *   ctx_table PTX list    prints the row names
+ *   ctx_table PTX facts   prints the other driver answers ctxguard relies on
  * PTX holds `add1(int *p, int n)` (tests/gpu/ctx_table.cu).  Each row loads
  * it in one context (or as a context-independent CUkernel), launches it in
  * another of the same device, and checks that every element went up by one.
@@ -268,6 +269,51 @@ static int run_row(const char *r)
 	return 2;
 }
 
+
+/* What the redirect and the context map rely on besides launches
+ * (docs/contexts.md, "What the fake driver assumes"): one line each,
+ * "fact NAME yes|no detail". */
+static int facts(void)
+{
+	CUcontext g0 = green_ctx(0), again, pc = NULL;
+	CUgreenCtx pg = NULL;
+	TRY(cuCtxFromGreenCtx(&again, green(0)));
+	printf("fact green_ctx_handle_stable %s\n", again == g0 ? "yes" : "no");
+	CUstream gs = green_stream(0);
+	CUresult rc = cuStreamGetCtx_v2(gs, &pc, &pg);
+	printf("fact stream_get_ctx_v2_green_stream %s rc=%s ctx_is_primary=%d green_matches=%d\n",
+	       rc == CUDA_SUCCESS && pc == primary && pg == green(0) ? "yes" : "no", err_name(rc),
+	       pc == primary, pg == green(0));
+	CUcontext sc = NULL;
+	rc = cuStreamGetCtx(gs, &sc);
+	printf("fact stream_get_ctx_green_stream_is_green %s rc=%s\n",
+	       rc == CUDA_SUCCESS && sc == g0 ? "yes" : "no", err_name(rc));
+	TRY(cuCtxSetCurrent(g0));
+	pc = NULL, pg = NULL;
+	rc = cuStreamGetCtx_v2(NULL, &pc, &pg);
+	printf("fact stream_get_ctx_v2_null_green_current %s rc=%s\n",
+	       rc == CUDA_SUCCESS && pc == primary && pg == green(0) ? "yes" : "no", err_name(rc));
+	/* An event of the primary context recorded on a green stream, and
+	 * one of the green context on a primary stream: the redirect's
+	 * ordering records such events. */
+	CUevent pe, ge;
+	TRY(cuCtxSetCurrent(primary));
+	TRY(cuEventCreate(&pe, CU_EVENT_DISABLE_TIMING));
+	rc = cuEventRecord(pe, gs);
+	CUresult w = cuStreamWaitEvent(gs, pe, 0);
+	printf("fact primary_event_on_green_stream %s record=%s wait=%s\n",
+	       rc == CUDA_SUCCESS && w == CUDA_SUCCESS ? "yes" : "no", err_name(rc), err_name(w));
+	TRY(cuCtxSetCurrent(g0));
+	TRY(cuEventCreate(&ge, CU_EVENT_DISABLE_TIMING));
+	CUstream ps = primary_stream();
+	rc = cuEventRecord(ge, ps);
+	w = cuStreamWaitEvent(ps, ge, 0);
+	printf("fact green_event_on_primary_stream %s record=%s wait=%s\n",
+	       rc == CUDA_SUCCESS && w == CUDA_SUCCESS ? "yes" : "no", err_name(rc), err_name(w));
+	TRY(cuCtxSynchronize());
+	return 0;
+}
+
 static const char *const rows[] = {
 	"green_current_primary_module", "green_module_primary_stream",
 	"green_stream_primary_module", "green_module_other_green_stream",
@@ -295,5 +341,5 @@ int main(int argc, char **argv)
 	TRY(cuDevicePrimaryCtxRetain(&primary, dev));
 	TRY(cuCtxSetCurrent(primary));
 	buf = zeroed();
-	return run_row(argv[2]);
+	return !strcmp(argv[2], "facts") ? facts() : run_row(argv[2]);
 }

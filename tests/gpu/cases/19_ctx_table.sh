@@ -47,5 +47,9 @@ while read -r row; do
 	printf '%-34s %-44s %-9s %s\n' "$row" "${plain//launch=/}" "$crossings" "$verdict"
 	[[ $verdict == agree ]] || { bad=1; sed 's/^/    /' "$TMP/warn.err" | head -n 5; }
 done < <("$PROBE" "$PTX" list)
+# The other answers the context map and the redirect's ordering rely on.
+"$PROBE" "$PTX" facts >"$TMP/facts.out" 2>&1 || { cat "$TMP/facts.out"; bad=1; }
+cat "$TMP/facts.out"
+grep -q '^fact [a-z_0-9]* no' "$TMP/facts.out" && bad=1
 (( bad == 0 )) || fail "ctxguard's verdict differs from the driver's (rows above)"
 pass "every row: a crossing reported exactly where the driver refuses or computes wrongly"
