@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "redirect.h"
+#include "shadow.h"
 
 extern char **environ;
 
@@ -131,6 +131,7 @@ static void after_fork_child(void)
 	cg_memory_reset();
 	cg_device_forked();
 	cg_redirect_forked();
+	cg_shadow_forked();
 	cg_report_forked();
 }
 

@@ -4,7 +4,7 @@
  * read per pointer operand; nothing is allocated. */
 #include <string.h>
 
-#include "redirect.h"
+#include "shadow.h"
 
 static CUresult crossing(const char *api, const struct cg_fn *fn, CUcontext launch_ctx,
 			 CUstream stream)
@@ -38,6 +38,8 @@ check(const char *api, CUfunction f, CUcontext launch_ctx, CUstream stream, void
 	/* A CUkernel (owner NULL) runs wherever it is launched. */
 	if (fn->owner && CG_UNLIKELY(launch_ctx != fn->owner))
 		return crossing(api, fn, launch_ctx, stream);
+	if (CG_UNLIKELY(cg_policy->shadow))
+		return cg_shadow_check(api, fn, launch_ctx, stream, params, extra);
 	if (cg_policy->operands)
 		return cg_check_operands(api, fn, launch_ctx, stream, params, extra);
 	return CUDA_SUCCESS;
@@ -50,17 +52,29 @@ checked(const char *api, CUfunction f, CUcontext launch_ctx, CUstream stream, vo
 	void **extra)
 {
 	CUresult rc = check(api, f, launch_ctx, stream, params, extra);
-	if (rc == CUDA_SUCCESS || rc == CG_REDIRECTED)
+	if (rc == CUDA_SUCCESS || rc == CG_REDIRECTED || rc == CG_SHADOWED)
 		cg_error_clear();
 	return rc;
 }
 
-/* Launches that cannot be redirected fall back when the action says so. */
+/* Launches that cannot be redirected fall back when the action says so,
+ * and are not shadowed. */
+static __attribute__((noinline, cold)) CUresult unusual(const char *api, CUresult rc)
+{
+	if (rc == CG_REDIRECTED)
+		return cg_redirect_refuse(api);
+	if (rc == CG_SHADOWED) {
+		cg_shadow_refuse(api);
+		return CUDA_SUCCESS;
+	}
+	return rc;
+}
+
 CUresult cg_check_launch(const char *api, CUfunction f, CUcontext launch_ctx, CUstream stream,
 			 void **params, void **extra)
 {
 	CUresult rc = checked(api, f, launch_ctx, stream, params, extra);
-	return CG_UNLIKELY(rc == CG_REDIRECTED) ? cg_redirect_refuse(api) : rc;
+	return CG_UNLIKELY(rc != CUDA_SUCCESS) ? unusual(api, rc) : rc;
 }
 
 /* The redirect path: the launch as the program made it (no config: the
@@ -78,6 +92,21 @@ static __attribute__((noinline, cold)) CUresult redirect(const struct cg_variant
 	return CG_MARKED(cg_redirect(&l));
 }
 
+/* The shadow path: the launch as the program made it, then, when it was
+ * made, the shadow beside it (shim/shadow.c). */
+static __attribute__((noinline, cold)) CUresult shadowed(const struct cg_variant *v, CUresult rc,
+							 CUfunction f, const CUlaunchConfig *config,
+							 void **params, void **extra)
+{
+	if (rc != CUDA_SUCCESS || !config)
+		return rc;
+	struct cg_launch l = {v->symbol, f, *config, params, extra};
+	if (!l.config.hStream && strstr(v->symbol, "_ptsz"))
+		l.config.hStream = CU_STREAM_PER_THREAD;
+	cg_shadow(&l);
+	return rc;
+}
+
 /* The launches a redirect can take over: checked, then either the real
  * call or, for a crossing under the redirect action, the launch described
  * by config (an expression evaluated only then). */
@@ -87,8 +116,12 @@ static __attribute__((noinline, cold)) CUresult redirect(const struct cg_variant
 		CUresult rc_ = checked(v->symbol, f, NULL, stream, kernelParams, extra); \
 		if (CG_UNLIKELY(rc_ == CG_REDIRECTED))                       \
 			return redirect(v, f, config, kernelParams, extra);  \
-		if (rc_ != CUDA_SUCCESS)                                     \
-			return rc_;                                          \
+		if (rc_ != CUDA_SUCCESS) {                                   \
+			if (rc_ != CG_SHADOWED)                              \
+				return rc_;                                  \
+			rc_ = CG_MARKED(CG_REAL(fam, v)(CG_UNPAREN(A_##fam))); \
+			return shadowed(v, rc_, f, config, kernelParams, extra); \
+		}                                                            \
 		return CG_MARKED(CG_REAL(fam, v)(CG_UNPAREN(A_##fam)));      \
 	}
 

@@ -161,6 +161,7 @@ void *cg_variant_real(void *libcuda, const struct cg_variant *v);
 	X(cuStreamSynchronize, (CUstream s))                                 \
 	X(cuEventSynchronize, (CUevent e))                                   \
 	X(cuMemsetD8Async, (CUdeviceptr p, unsigned char v, size_t n, CUstream s)) \
+	X(cuMemcpyDtoH_v2, (void *dst, CUdeviceptr src, size_t n))         \
 	X(cuDeviceGetPCIBusId, (char *bus, int len, CUdevice dev))          \
 	X(cuDeviceGetUuid_v2, (CUuuid * uuid, CUdevice dev))
 
@@ -257,6 +258,7 @@ struct cg_fn {
 	 * wrote it; NULL while nothing was written. */
 	_Atomic(struct cg_params *) params;
 	_Atomic unsigned char unchecked; /* an unreadable launch was said */
+	_Atomic unsigned char shadow_said; /* shadow: 1 undecodable, 2 mismatch said */
 };
 
 void cg_registry_reset(void);
