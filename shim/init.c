@@ -68,6 +68,7 @@ static int start(void)
 		if (path && *path)
 			atomic_store_explicit(&libcuda, path, memory_order_release);
 		cg_policy = &policy;
+		cg_launch_configure(cg_policy);
 		have_policy = 1;
 	}
 	/* Only a driver the program loaded itself: a lookup of some other

@@ -447,6 +447,8 @@ void cg_backstop_summary(char *line, size_t nline, char *json, size_t njson);
 
 /* ---- launch checks (shim/launch.c) ---- */
 
+/* Chooses the launch check's parts from the policy (once, at start-up). */
+void cg_launch_configure(const struct cg_policy *p);
 /* CUDA_SUCCESS to go on with the real call, else the code to return.
  * launch_ctx NULL: the stream's (or current) context. */
 CUresult cg_check_launch(const char *api, CUfunction f, CUcontext launch_ctx,
