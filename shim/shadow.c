@@ -306,7 +306,16 @@ void cg_shadow(const struct cg_launch *l)
 			snprintf(o.reason, sizeof o.reason,
 				 "cannot make the launch context current");
 		else {
+			/* Another thread's capture in global mode forbids this
+			 * thread's allocation and wait, and a forbidden call ends
+			 * that capture: the shadow's calls run in relaxed mode, as
+			 * PyTorch's own do. */
+			CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+			int relaxed = cg_call.cuThreadExchangeStreamCaptureMode &&
+				      cg_call.cuThreadExchangeStreamCaptureMode(&mode) == CUDA_SUCCESS;
 			compare(&g, ctx, s, &o);
+			if (relaxed)
+				cg_call.cuThreadExchangeStreamCaptureMode(&mode);
 			CUcontext popped;
 			cg_call.cuCtxPopCurrent_v2(&popped);
 		}

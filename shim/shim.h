@@ -162,6 +162,7 @@ void *cg_variant_real(void *libcuda, const struct cg_variant *v);
 	X(cuEventSynchronize, (CUevent e))                                   \
 	X(cuMemsetD8Async, (CUdeviceptr p, unsigned char v, size_t n, CUstream s)) \
 	X(cuMemcpyDtoH_v2, (void *dst, CUdeviceptr src, size_t n))         \
+	X(cuThreadExchangeStreamCaptureMode, (CUstreamCaptureMode * mode))  \
 	X(cuDeviceGetPCIBusId, (char *bus, int len, CUdevice dev))          \
 	X(cuDeviceGetUuid_v2, (CUuuid * uuid, CUdevice dev))
 
