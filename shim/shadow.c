@@ -326,8 +326,13 @@ void cg_shadow(const struct cg_launch *l)
 void cg_shadow_refuse(const char *api)
 {
 	struct outcome o = {.result = "undecodable"};
-	snprintf(o.reason, sizeof o.reason,
-		 "launched by %s (the redirect takes cuLaunchKernel and cuLaunchKernelEx)", api);
+	if (cg_backstop_checking)
+		snprintf(o.reason, sizeof o.reason,
+			 "launched by %s past ctxguard's hooks (seen by the CUPTI backstop)", api);
+	else
+		snprintf(o.reason, sizeof o.reason,
+			 "launched by %s (the redirect takes cuLaunchKernel and cuLaunchKernelEx)",
+			 api);
 	report(api, noted, cg_ctx_device(noted_ctx), &o);
 }
 

@@ -7,10 +7,10 @@
  * so both outputs read back as what the test wrote into D (the launch's)
  * and zeros (the scratch): D left zero matches, a group's row made nonzero
  * mismatches, a padding row made nonzero does not count.  An accumulating
- * GEMM, parameters in the extra buffer and a capturing stream are
- * undecodable with the reason; a launch that crosses gets its action, not
- * a shadow; shadow off adds nothing.  The setting parses from the file,
- * the variable and the ctxguard command's flag, and a locked system
+ * GEMM, parameters in the extra buffer, a capturing stream and a
+ * cooperative launch are undecodable with the reason; a launch that crosses
+ * gets its action, not a shadow; shadow off adds nothing.  The setting
+ * parses from the file, the variable and the ctxguard command's flag, and a locked system
  * policy's shadow = on cannot be turned off.  Without nvcc the bundled
  * kernels are absent: the launch is then undecodable, saying so. */
 #include <check.h>
@@ -162,7 +162,7 @@ static void setup_launches(void)
 }
 
 /* DeepGEMM's launch: cuLaunchKernelEx on the current device's stream. */
-static CUresult launch(enum gemm which, const CUtensorMap *mb, int extra_buffer)
+static CUresult launch(enum gemm which, const CUtensorMap *mb, int extra_buffer, int cooperative)
 {
 	uint32_t m = M, n = N, k = K;
 	CUtensorMap A = ta, B = *mb, D = td;
@@ -173,6 +173,8 @@ static CUresult launch(enum gemm which, const CUtensorMap *mb, int extra_buffer)
 	size_t size = sizeof buf;
 	void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, buf, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
 			 CU_LAUNCH_PARAM_END};
+	if (cooperative)
+		return cuLaunchCooperativeKernel(gemm[which], 132, 1, 1, 384, 1, 1, 0, stream, params);
 	CUlaunchConfig cfg = {.gridDimX = 132, .gridDimY = 1, .gridDimZ = 1, .blockDimX = 384,
 			      .blockDimY = 1, .blockDimZ = 1, .hStream = stream};
 	return cuLaunchKernelEx(&cfg, gemm[which], extra_buffer ? NULL : params,
@@ -189,6 +191,7 @@ enum child {
 	ACCUMULATE,       /* kWithAccumulation: undecodable */
 	EXTRA_BUFFER,     /* parameters in the extra buffer: undecodable */
 	CAPTURING,        /* a capturing stream: undecodable */
+	COOPERATIVE,      /* cuLaunchCooperativeKernel: undecodable */
 	CROSSING,         /* B on device 1 (mode warn): the crossing, no shadow */
 	NCHILDREN
 };
@@ -257,7 +260,7 @@ static void run_child(void)
 	if (child_kind == CAPTURING)
 		fake_stream_set_capturing(stream, 1);
 	fake_trace_start();
-	if (launch(which, mb, child_kind == EXTRA_BUFFER) != CUDA_SUCCESS)
+	if (launch(which, mb, child_kind == EXTRA_BUFFER, child_kind == COOPERATIVE) != CUDA_SUCCESS)
 		child_fail("the launch succeeds");
 	if (child_kind == MATCH && getenv("CTXGUARD_SHADOW") &&
 	    !strcmp(getenv("CTXGUARD_SHADOW"), "on"))
@@ -368,6 +371,7 @@ static const struct {
 	{ACCUMULATE, "accumulation into D (with_accumulation)"},
 	{EXTRA_BUFFER, "undecodable ABI: parameters passed in the extra buffer"},
 	{CAPTURING, "the stream is capturing a CUDA graph"},
+	{COOPERATIVE, "launched by cuLaunchCooperativeKernel (the redirect takes cuLaunchKernel"},
 };
 
 START_TEST(undecodable_launch_is_counted_with_its_reason)
