@@ -111,7 +111,10 @@ static CUresult shadow_after(const struct cg_variant *v, CUresult rc, CUfunction
 	struct cg_launch l = {v->symbol, f, *config, params, extra};
 	if (!l.config.hStream && strstr(v->symbol, "_ptsz"))
 		l.config.hStream = CU_STREAM_PER_THREAD;
+	/* its bundled launch is ctxguard's own: marked, as a redirect's is */
+	cg_hooked_call = 1;
 	cg_shadow(&l);
+	cg_hooked_call = 0;
 	return rc;
 }
 

@@ -322,6 +322,21 @@ START_TEST(decodable_launch_is_shadowed_under_every_mode)
 }
 END_TEST
 
+/* The bundled launch is ctxguard's own: the backstop does not count it. */
+START_TEST(backstop_does_not_count_the_bundled_launch)
+{
+	static struct run r;
+	char cupti[4096];
+	snprintf(cupti, sizeof cupti, "%s/fake/cupti/libcupti.so", build_dir());
+	setenv("CTXGUARD_CUPTI", cupti, 1);
+	setenv("CTXGUARD_BACKSTOP", "on", 1);
+	run_as(MATCH, "abort", "on", &r);
+	ck_assert_msg(strstr(r.err, "backstop: unhooked 0"), "%s", r.err);
+	if (bundled_built())
+		assert_summary(&r, 1, 0, 0);
+}
+END_TEST
+
 START_TEST(group_row_that_differs_is_a_mismatch)
 {
 	static struct run r;
@@ -509,6 +524,7 @@ int main(void)
 	TCase *l = tcase_create("launches");
 	tcase_set_timeout(l, 60);
 	tcase_add_loop_test(l, decodable_launch_is_shadowed_under_every_mode, 0, NMODES);
+	tcase_add_test(l, backstop_does_not_count_the_bundled_launch);
 	tcase_add_test(l, group_row_that_differs_is_a_mismatch);
 	tcase_add_test(l, padding_rows_are_not_compared);
 	tcase_add_test(l, normal_gemm_is_shadowed_as_one_group);
