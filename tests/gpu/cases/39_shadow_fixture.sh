@@ -45,14 +45,14 @@ for mode in abort redirect; do
 		if [[ $summary != *"undecodable 0"* ]]; then
 			reason=$(grep -aoE '"reason":"[^"]*"' "$TMP/$name.jsonl" | head -n 1)
 			echo "      not shadowed: $reason"
-			refused+=("$combo")
+			refused+=("$combo ($mode)")
 		fi
 		shadowed=$((shadowed + matches))
 	done
 done
 (( failed == 0 )) || fail "$failed combinations wrong, mismatched or not shadowed"
 for combo in "${refused[@]}"; do
-	[[ $combo == *psum ]] || fail "$combo not shadowed (only the fixture's BLOCK_M 64 psum may be refused)"
+	[[ $combo == *" psum "* ]] || fail "$combo not shadowed (only the fixture's BLOCK_M 64 psum may be refused)"
 done
 (( shadowed > 0 )) || fail "nothing shadowed"
 pass "$shadowed launches shadowed, 0 mismatched; refused by the decode: ${refused[*]:-none}"
