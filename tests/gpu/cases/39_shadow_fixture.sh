@@ -17,7 +17,7 @@
 . "$(dirname "$0")/../redirect.sh"
 need_gpus 1
 need_files "$CTXGUARD" "$REDIRECT" "$SM90_CUBIN"
-failed=0 shadowed=0 refused=()
+bad=0 shadowed=0 refused=()
 for mode in abort redirect; do
 	for combo in "${COMBOS_CONTIGUOUS[@]}" "${COMBOS_LAYOUTS[@]}"; do
 		name=${combo/ /_}_$mode
@@ -39,7 +39,7 @@ for mode in abort redirect; do
 			echo "      FAIL: wrong, mismatched, or no shadow record"
 			grep -aE '^(ctxguard|CUDA driver error|deepgemm_redirect: .*rel error)' "$TMP/$name.err" \
 				"$TMP/$name.out" | head -n 8 | sed 's/^/      /'
-			failed=$((failed + 1))
+			bad=$((bad + 1))
 			continue
 		fi
 		if [[ $summary != *"undecodable 0"* ]]; then
@@ -50,7 +50,7 @@ for mode in abort redirect; do
 		shadowed=$((shadowed + matches))
 	done
 done
-(( failed == 0 )) || fail "$failed combinations wrong, mismatched or not shadowed"
+(( bad == 0 )) || fail "$bad combinations wrong, mismatched or not shadowed"
 for combo in "${refused[@]}"; do
 	[[ $combo == *" psum "* ]] || fail "$combo not shadowed (only the fixture's BLOCK_M 64 psum may be refused)"
 done
