@@ -87,7 +87,7 @@ $(BUILD)/libpolicy.a: $(POLICY_OBJ)
 # Hidden by default; the hooks and the C API are marked CG_EXPORT.
 $(LIB): $(SHIM_OBJ) $(POLICY_OBJ) $(KERNEL_OBJ)
 	$(CC) $(OPT) $(LTO) -shared -Wl,-soname,libctxguard.so -Wl,--no-undefined \
-	    -o $@ $^ $(LDFLAGS_SAN) -ldl -lpthread
+	    -o $@ $^ $(LDFLAGS_SAN) -ldl -lpthread -lm
 
 $(CMD): shim/cli.c $(BUILD)/libpolicy.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS_SAN)
@@ -115,6 +115,8 @@ $(BUILD)/tests/check_%: tests/check_%.c $(BUILD)/libpolicy.a $(FAKE_LIB) $(wildc
 
 # The decode is a pure function: its suite links it alone.
 $(BUILD)/tests/check_decode: shim/decode.c shim/decode.h
+# So is the shadow's comparison.
+$(BUILD)/tests/check_shadow: shim/shadow_compare.c shim/shadow.h
 
 # The kernel table itself (its host half, without the kernels): the suite
 # checks the sizes the host launches with.

@@ -230,6 +230,7 @@ static const struct setting {
 	{"quiet", "CTXGUARD_QUIET", V_BOOL, offsetof(struct cg_policy, quiet)},
 	{"backstop", "CTXGUARD_BACKSTOP", V_BOOL,
 	 offsetof(struct cg_policy, backstop)},
+	{"shadow", "CTXGUARD_SHADOW", V_BOOL, offsetof(struct cg_policy, shadow)},
 	{"log", "CTXGUARD_LOG", V_PATH, offsetof(struct cg_policy, log_path)},
 	{"redirect", "CTXGUARD_REDIRECT", V_REDIRECT, offsetof(struct cg_policy, redirect)},
 	{"redirect_fallback", "CTXGUARD_REDIRECT_FALLBACK", V_FALLBACK,

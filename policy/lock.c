@@ -52,6 +52,8 @@ static const struct locked {
 	{"lock", offsetof(struct cg_policy, lock), O_NUMBER},
 	{"redirect_fallback", offsetof(struct cg_policy, redirect_fallback), O_ACTION},
 	{"backstop", offsetof(struct cg_policy, backstop), O_NUMBER},
+	/* A floor's shadow keeps proving the redirect's decode. */
+	{"shadow", offsetof(struct cg_policy, shadow), O_NUMBER},
 };
 
 #define NLOCKED (sizeof locked / sizeof locked[0])

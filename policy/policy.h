@@ -42,6 +42,7 @@ struct cg_policy {
 	int redirect;              /* enum cg_redirect (bundled) */
 	int redirect_fallback;     /* abort (default) or error: redirect impossible */
 	int backstop;              /* 1: the CUPTI backstop watches for unhooked launches */
+	int shadow;                /* 1: expert GEMMs also run the bundled kernel, compared */
 	int defaults;              /* 1: built-in rules kept after the file's */
 	char *log_path;            /* JSON-lines log (%p pid, %h host, %r rank), or
 				    * "syslog[:SOCKET]"; NULL: none */

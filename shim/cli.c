@@ -38,6 +38,8 @@ static const char usage[] =
 	"                               bypassed the hooks, the backstop could not watch, calls\n"
 	"                               passed unchecked or cuGetProcAddress handed out a launch,\n"
 	"                               load or lookup entry point ctxguard could not map\n"
+	"  --shadow                     run the bundled kernel beside each DeepGEMM GEMM and compare\n"
+	"                               (CTXGUARD_SHADOW=on; docs/shadow.md)\n"
 	"  --library PATH               libctxguard.so to preload (CTXGUARD_LIBRARY)\n"
 	"  --version                    print the version and the system policy's path\n";
 
@@ -110,6 +112,10 @@ int main(int argc, char **argv)
 		}
 		if (strcmp(a, "--quiet") == 0) {
 			setenv_checked("CTXGUARD_QUIET", "1");
+			continue;
+		}
+		if (strcmp(a, "--shadow") == 0) {
+			setenv_checked("CTXGUARD_SHADOW", "on");
 			continue;
 		}
 		if (strcmp(a, "--backstop") == 0 || strcmp(a, "--audit") == 0) {

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "redirect.h"
+#include "shadow.h"
 
 extern char **environ;
 
@@ -68,6 +68,7 @@ static int start(void)
 		if (path && *path)
 			atomic_store_explicit(&libcuda, path, memory_order_release);
 		cg_policy = &policy;
+		cg_launch_configure(cg_policy);
 		have_policy = 1;
 	}
 	/* Only a driver the program loaded itself: a lookup of some other
@@ -131,6 +132,7 @@ static void after_fork_child(void)
 	cg_memory_reset();
 	cg_device_forked();
 	cg_redirect_forked();
+	cg_shadow_forked();
 	cg_report_forked();
 }
 

@@ -4,7 +4,7 @@
  * read per pointer operand; nothing is allocated. */
 #include <string.h>
 
-#include "redirect.h"
+#include "shadow.h"
 
 static CUresult crossing(const char *api, const struct cg_fn *fn, CUcontext launch_ctx,
 			 CUstream stream)
@@ -12,6 +12,17 @@ static CUresult crossing(const char *api, const struct cg_fn *fn, CUcontext laun
 	struct cg_crossing c;
 	cg_crossing_init(&c, 'a', api, fn, launch_ctx, cg_ctx_device(launch_ctx), stream);
 	return cg_act(&c, fn);
+}
+
+/* The operand check each checked launch makes, chosen once from the
+ * policy: one pointer instead of two settings read per launch, so that the
+ * shadow costs the launch path nothing. */
+static CUresult (*operand_check)(const char *api, const struct cg_fn *fn, CUcontext ctx,
+				 CUstream stream, void **params, void **extra);
+
+void cg_launch_configure(const struct cg_policy *p)
+{
+	operand_check = p->shadow ? cg_shadow_check : p->operands ? cg_check_operands : NULL;
 }
 
 /* Inlined into each launch handler: the hot path of every launch. */
@@ -41,8 +52,8 @@ check(const char *api, CUfunction f, CUcontext launch_ctx, CUstream stream, void
 	if (fn->owner && CG_UNLIKELY(launch_ctx != fn->owner) &&
 	    cg_ctx_domain(launch_ctx, stream) != fn->owner)
 		return crossing(api, fn, launch_ctx, stream);
-	if (cg_policy->operands)
-		return cg_check_operands(api, fn, launch_ctx, stream, params, extra);
+	if (operand_check)
+		return operand_check(api, fn, launch_ctx, stream, params, extra);
 	return CUDA_SUCCESS;
 }
 
@@ -53,17 +64,29 @@ checked(const char *api, CUfunction f, CUcontext launch_ctx, CUstream stream, vo
 	void **extra)
 {
 	CUresult rc = check(api, f, launch_ctx, stream, params, extra);
-	if (rc == CUDA_SUCCESS || rc == CG_REDIRECTED)
+	if (rc == CUDA_SUCCESS || rc == CG_REDIRECTED || rc == CG_SHADOWED)
 		cg_error_clear();
 	return rc;
 }
 
-/* Launches that cannot be redirected fall back when the action says so. */
+/* Launches that cannot be redirected fall back when the action says so,
+ * and are not shadowed. */
+static __attribute__((noinline, cold)) CUresult not_taken(const char *api, CUresult rc)
+{
+	if (rc == CG_REDIRECTED)
+		return cg_redirect_refuse(api);
+	if (rc == CG_SHADOWED) {
+		cg_shadow_refuse(api);
+		return CUDA_SUCCESS;
+	}
+	return rc;
+}
+
 CUresult cg_check_launch(const char *api, CUfunction f, CUcontext launch_ctx, CUstream stream,
 			 void **params, void **extra)
 {
 	CUresult rc = checked(api, f, launch_ctx, stream, params, extra);
-	return CG_UNLIKELY(rc == CG_REDIRECTED) ? cg_redirect_refuse(api) : rc;
+	return CG_UNLIKELY(rc != CUDA_SUCCESS) ? not_taken(api, rc) : rc;
 }
 
 /* The redirect path: the launch as the program made it (no config: the
@@ -81,17 +104,64 @@ static __attribute__((noinline, cold)) CUresult redirect(const struct cg_variant
 	return CG_MARKED(cg_redirect(&l));
 }
 
+/* After the launch to shadow, made with result rc: the shadow, when it
+ * was made.  A NULL stream of a _ptsz variant is the per-thread stream. */
+static CUresult shadow_after(const struct cg_variant *v, CUresult rc, CUfunction f,
+			     const CUlaunchConfig *config, void **params, void **extra)
+{
+	if (rc != CUDA_SUCCESS || !config)
+		return rc;
+	struct cg_launch l = {v->symbol, f, *config, params, extra};
+	if (!l.config.hStream && strstr(v->symbol, "_ptsz"))
+		l.config.hStream = CU_STREAM_PER_THREAD;
+	/* its bundled launch is ctxguard's own: marked, as a redirect's is */
+	cg_hooked_call = 1;
+	cg_shadow(&l);
+	cg_hooked_call = 0;
+	return rc;
+}
+
+/* The shadow path: the launch as the program made it (rebuilt from its
+ * config, so that the handler keeps no arguments for it), then, when it
+ * was made, the shadow beside it (shim/shadow.c). */
+static __attribute__((noinline, cold)) CUresult shadowed(const struct cg_variant *v,
+							 CUfunction f, const CUlaunchConfig *c,
+							 void **params, void **extra)
+{
+	if (!strcmp(v->family, "cuLaunchKernelEx"))
+		return shadow_after(v, CG_MARKED(CG_REAL(cuLaunchKernelEx, v)(c, f, params, extra)),
+				    f, c, params, extra);
+	return shadow_after(v,
+			    CG_MARKED(CG_REAL(cuLaunchKernel, v)(
+				    f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX,
+				    c->blockDimY, c->blockDimZ, c->sharedMemBytes, c->hStream,
+				    params, extra)),
+			    f, c, params, extra);
+}
+
+/* What a launch a redirect can take over does when the check did not just
+ * pass it: the redirect, the launch then its shadow, or the refusal. */
+static __attribute__((noinline, cold)) CUresult unusual(const struct cg_variant *v, CUresult rc,
+							CUfunction f, const CUlaunchConfig *config,
+							void **params, void **extra)
+{
+	if (rc == CG_REDIRECTED)
+		return redirect(v, f, config, params, extra);
+	if (rc == CG_SHADOWED)
+		return shadowed(v, f, config, params, extra);
+	return rc;
+}
+
 /* The launches a redirect can take over: checked, then either the real
  * call or, for a crossing under the redirect action, the launch described
- * by config (an expression evaluated only then). */
+ * by config (an expression evaluated only then), or for a launch to shadow
+ * the launch made from config, then the shadow. */
 #define CG_REDIRECTABLE(fam, stream, config)                                 \
 	CG_HANDLER(fam)                                                      \
 	{                                                                    \
 		CUresult rc_ = checked(v->symbol, f, NULL, stream, kernelParams, extra); \
-		if (CG_UNLIKELY(rc_ == CG_REDIRECTED))                       \
-			return redirect(v, f, config, kernelParams, extra);  \
-		if (rc_ != CUDA_SUCCESS)                                     \
-			return rc_;                                          \
+		if (CG_UNLIKELY(rc_ != CUDA_SUCCESS))                        \
+			return unusual(v, rc_, f, config, kernelParams, extra); \
 		return CG_MARKED(CG_REAL(fam, v)(CG_UNPAREN(A_##fam)));      \
 	}
 

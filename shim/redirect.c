@@ -239,21 +239,26 @@ static int plan(const struct cg_launch *l, const struct cg_crossing *c, const st
 	return 1;
 }
 
+CUresult cg_bundled_run(CUcontext ctx, CUstream s, const struct cg_decoded *gemm, char *why,
+			size_t n)
+{
+	CUresult rc = cg_bundled_begin();
+	if (rc == CUDA_SUCCESS)
+		rc = bundled[gemm->layout].run(ctx, s, &gemm->p);
+	cg_bundled_end();
+	if (rc != CUDA_SUCCESS)
+		snprintf(why, n, "%s (error %d)",
+			 *cg_gmm_last_error() ? cg_gmm_last_error() : "the bundled kernels failed",
+			 (int)rc);
+	return rc;
+}
+
 /* The work itself on stream s of the target context (current). */
 static CUresult run(const struct plan *p, const struct cg_launch *l, const struct cg_fn *fn,
 		    CUstream s, char *why, size_t n)
 {
-	if (!p->rehome) {
-		CUresult rc = cg_bundled_begin();
-		if (rc == CUDA_SUCCESS)
-			rc = bundled[p->gemm.layout].run(p->target, s, &p->gemm.p);
-		cg_bundled_end();
-		if (rc != CUDA_SUCCESS)
-			snprintf(why, n, "%s (error %d)",
-				 *cg_gmm_last_error() ? cg_gmm_last_error() : "the bundled kernels failed",
-				 (int)rc);
-		return rc;
-	}
+	if (!p->rehome)
+		return cg_bundled_run(p->target, s, &p->gemm, why, n);
 	if (!CG_REAL_SYM(cuLaunchKernelEx, cuLaunchKernelEx)) {
 		snprintf(why, n, "the driver has no cuLaunchKernelEx (before CUDA 11.8)");
 		return CUDA_ERROR_NOT_SUPPORTED;

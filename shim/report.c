@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "shim.h"
+#include "shadow.h"
 
 /* Counters live in per-thread blocks so the launch path never shares a
  * cache line: a thread owns its block and bumps it with a plain add
@@ -409,6 +409,8 @@ void cg_report_summary(void)
 	}
 	char backstop[2048], backstop_json[2048];
 	cg_backstop_summary(backstop, sizeof backstop, backstop_json, sizeof backstop_json);
+	char shadow[128], shadow_json[128];
+	cg_shadow_summary(shadow, sizeof shadow, shadow_json, sizeof shadow_json);
 	char calls[4096], counts[1024];
 	size_t n = 0;
 	calls[0] = 0;
@@ -421,8 +423,9 @@ void cg_report_summary(void)
 	counters_json(counts, sizeof counts, t);
 	cg_log_event("summary",
 		     "\"modules\":%zu,\"functions\":%zu,\"experts\":%zu,%s,"
-		     "\"tensor_map_address_word\":%d,\"calls\":{%s}%s",
-		     mods, fns, experts, counts, cg_tmap_address_word(), calls, backstop_json);
+		     "\"tensor_map_address_word\":%d,\"calls\":{%s}%s%s",
+		     mods, fns, experts, counts, cg_tmap_address_word(), calls, shadow_json,
+		     backstop_json);
 	unsigned long lost = t[CG_C_LOG_LOST];
 	if (lost)
 		cg_stderr("ctxguard: pid %ld: %lu log record%s could not be written to %s\n",
@@ -433,7 +436,7 @@ void cg_report_summary(void)
 	if (cg_policy->quiet)
 		return;
 	counters_line(counts, sizeof counts, t);
-	cg_stderr("ctxguard: pid %ld: %zu %s, %zu %s tracked (%zu %s)%s%s\n", (long)getpid(), mods,
-		  plural(mods, "module", "modules"), fns, plural(fns, "function", "functions"),
-		  experts, plural(experts, "expert", "experts"), counts, backstop);
+	cg_stderr("ctxguard: pid %ld: %zu %s, %zu %s tracked (%zu %s)%s%s%s\n", (long)getpid(),
+		  mods, plural(mods, "module", "modules"), fns, plural(fns, "function", "functions"),
+		  experts, plural(experts, "expert", "experts"), counts, shadow, backstop);
 }

@@ -162,6 +162,8 @@ void *cg_variant_real(void *libcuda, const struct cg_variant *v);
 	X(cuStreamSynchronize, (CUstream s))                                 \
 	X(cuEventSynchronize, (CUevent e))                                   \
 	X(cuMemsetD8Async, (CUdeviceptr p, unsigned char v, size_t n, CUstream s)) \
+	X(cuMemcpyDtoH_v2, (void *dst, CUdeviceptr src, size_t n))         \
+	X(cuThreadExchangeStreamCaptureMode, (CUstreamCaptureMode * mode))  \
 	X(cuDeviceGetPCIBusId, (char *bus, int len, CUdevice dev))          \
 	X(cuDeviceGetUuid_v2, (CUuuid * uuid, CUdevice dev))
 
@@ -258,6 +260,7 @@ struct cg_fn {
 	 * wrote it; NULL while nothing was written. */
 	_Atomic(struct cg_params *) params;
 	_Atomic unsigned char unchecked; /* an unreadable launch was said */
+	_Atomic unsigned char shadow_said; /* shadow: 1 undecodable, 2 mismatch said */
 };
 
 void cg_registry_reset(void);
@@ -463,6 +466,8 @@ void cg_backstop_summary(char *line, size_t nline, char *json, size_t njson);
 
 /* ---- launch checks (shim/launch.c) ---- */
 
+/* Chooses the launch check's parts from the policy (once, at start-up). */
+void cg_launch_configure(const struct cg_policy *p);
 /* CUDA_SUCCESS to go on with the real call, else the code to return.
  * launch_ctx NULL: the stream's (or current) context. */
 CUresult cg_check_launch(const char *api, CUfunction f, CUcontext launch_ctx,

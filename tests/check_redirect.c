@@ -23,6 +23,7 @@
 #include <cuda.h>
 
 #include "../policy/policy.h"
+#include "deepgemm_fixture.h"
 #include "fake/fake_api.h"
 #include "observe.h"
 #include "suite.h"
@@ -56,21 +57,6 @@ static CUdeviceptr alloc_on(int dev)
 	ck_assert_int_eq(cuCtxSetCurrent(ctx[dev]), CUDA_SUCCESS);
 	ck_assert_int_eq(cuMemAlloc(&p, SIZE), CUDA_SUCCESS);
 	return p;
-}
-
-static CUtensorMap encode(CUdeviceptr base, uint64_t inner, uint64_t outer)
-{
-	CUtensorMap m;
-	cuuint64_t dims[2] = {inner, outer}, strides[1] = {inner * 2};
-	cuuint32_t box[2] = {64, 128}, elem[2] = {1, 1};
-	ck_assert_int_eq(cuTensorMapEncodeTiled(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
-						(void *)base, dims, strides, box, elem,
-						CU_TENSOR_MAP_INTERLEAVE_NONE,
-						CU_TENSOR_MAP_SWIZZLE_128B,
-						CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-						CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
-			 CUDA_SUCCESS);
-	return m;
 }
 
 static void setup_mode(const char *fallback)
@@ -167,17 +153,6 @@ static CUresult launch_as_helper(CUfunction f, unsigned smem, CUcontext current,
 static CUresult launch_helper(CUcontext current, CUstream s, CUdeviceptr in, CUdeviceptr out)
 {
 	return launch_as_helper(helper, HELPER_SMEM, current, s, in, out);
-}
-
-/* Whether this library was built with its kernels (nvcc): an empty
- * problem then succeeds, else it says why it cannot. */
-static int bundled_built(void)
-{
-	int (*run)(uint64_t, int, int, unsigned, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t,
-		   uint64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t);
-	*(void **)&run = dlsym(RTLD_DEFAULT, "ctxguard_gmm_contiguous");
-	ck_assert_ptr_nonnull(run);
-	return run(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1) == 0;
 }
 
 /* The bundled launch ran on ctxguard's stream T of device 1, after S and

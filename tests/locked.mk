@@ -10,6 +10,6 @@ $(BUILD)/tests/locked/config.o: policy/config.c $(wildcard policy/*.h)
 $(LOCKED_LIB): $(BUILD)/tests/locked/config.o $(SHIM_OBJ) $(filter-out %/config.o,$(POLICY_OBJ)) \
 	       $(KERNEL_OBJ)
 	$(CC) $(OPT) $(LTO) -shared -Wl,-soname,libctxguard.so -Wl,--no-undefined \
-	    -o $@ $^ $(LDFLAGS_SAN) -ldl -lpthread
+	    -o $@ $^ $(LDFLAGS_SAN) -ldl -lpthread -lm
 
 $(BUILD)/tests/check_lock $(BUILD)/tests/check_secure: $(LOCKED_LIB)

@@ -16,6 +16,7 @@ static inline void dump_policy(FILE *f, const struct cg_policy *p)
 		p->operands ? "on" : "off", p->log_path ? p->log_path : "none",
 		(unsigned)p->log_mode, p->defaults ? "on" : "off", p->lock ? "on" : "off",
 		p->secure ? "on" : "off", p->source ? p->source : "?");
+	fprintf(f, "shadow %s\n", p->shadow ? "on" : "off");
 	for (size_t i = 0; i < p->nrules; i++)
 		fprintf(f, "rule %s %s\n", p->rules[i].name, cg_action_name(p->rules[i].action));
 	for (size_t i = 0; i < p->nrefused; i++)

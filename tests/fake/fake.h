@@ -307,6 +307,7 @@ struct fake_alloc {
 	unsigned access; /* VMM, graph memory: bit d set when device d may access it */
 	unsigned long long source; /* IPC, pool imports: the mapped allocation's buffer id */
 	unsigned opens;		   /* IPC: opens of its handle in ctx not yet closed */
+	unsigned char *bytes;	   /* what copies wrote (NULL: all zeros so far) */
 };
 
 struct CUmemPoolHandle_st {
