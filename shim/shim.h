@@ -449,6 +449,9 @@ void cg_backstop_summary(char *line, size_t nline, char *json, size_t njson);
  * launch_ctx NULL: the stream's (or current) context. */
 CUresult cg_check_launch(const char *api, CUfunction f, CUcontext launch_ctx,
 			 CUstream stream, void **params, void **extra);
+/* How many entries of cuLaunchCooperativeKernelMultiDevice's list the
+ * driver would read: n, or 0 for a count it refuses unread. */
+unsigned cg_multi_entries(const CUDA_LAUNCH_PARAMS *list, unsigned n);
 /* cuLaunchCooperativeKernelMultiDevice's n launches, each checked. */
 CUresult cg_check_each(const char *api, const CUDA_LAUNCH_PARAMS *list, unsigned n);
 

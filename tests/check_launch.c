@@ -145,6 +145,17 @@ START_TEST(without_shim_driver_refuses)
 }
 END_TEST
 
+/* A count past the list: the driver refuses it unread, and so must the
+ * check (it read a million entries off the stack and crashed). */
+START_TEST(multidev_count_past_the_list_is_left_to_the_driver)
+{
+	scenario("abort", "dlsym", "data", "multidev_overcount", _i ? "cross" : "same", "expert",
+		 "CTXGUARD_SCOPE=all");
+	ck_assert_msg(exited(&r, 3), "status %#x\n%s%s", r.status, r.out, r.err);
+	ck_assert_msg(strstr(r.out, "launch: 1 CUDA_ERROR_INVALID_VALUE"), "%s", r.out);
+}
+END_TEST
+
 START_TEST(abort_prints_message_first)
 {
 	scenario("abort", "dlsym", "library_file", "launchex", "cross", "expert", NULL);
@@ -561,6 +572,7 @@ static Suite *suite(void)
 	tcase_add_test(t, stream_context_decides);
 	tcase_add_loop_test(t, reused_handle_has_no_stale_owner, 0, 2);
 	tcase_add_test(t, without_shim_driver_refuses);
+	tcase_add_loop_test(t, multidev_count_past_the_list_is_left_to_the_driver, 0, 2);
 	suite_add_tcase(s, t);
 	t = tcase_create("actions");
 	tcase_set_timeout(t, 60);
