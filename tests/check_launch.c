@@ -543,6 +543,22 @@ START_TEST(inert_without_libcuda)
 }
 END_TEST
 
+/* A driver path that names nothing loaded, while the program's own
+ * libcuda.so.1 is: one line says so, and the shim checks that driver
+ * (every call failed with CUDA_ERROR_NOT_INITIALIZED, nothing said). */
+START_TEST(libcuda_path_not_loaded_is_said)
+{
+	const char *env[] = {"CTXGUARD_LIBCUDA=/nonexistent/libcuda.so.1", "CTXGUARD_MODE=error",
+			     NULL};
+	const char *argv[] = {"tests/progs/scenario", "direct", "data", "launch", "cross", NULL};
+	spawn(&r, env, argv);
+	ck_assert_msg(exited(&r, 3), "status %#x\n%s%s", r.status, r.out, r.err);
+	ck_assert_msg(strstr(r.out, "launch: 400 CUDA_ERROR_INVALID_HANDLE"), "%s", r.out);
+	ck_assert_msg(count_of(r.err, "CTXGUARD_LIBCUDA=/nonexistent/libcuda.so.1") == 1 &&
+		      strstr(r.err, "libcuda.so.1 the program loaded"), "%s", r.err);
+}
+END_TEST
+
 /* With a driver installed but never loaded by the program, the shim
  * leaves it unloaded. */
 START_TEST(never_loads_the_driver_itself)
@@ -596,6 +612,7 @@ static Suite *suite(void)
 	tcase_add_test(t, command_runs_and_exits_like_the_program);
 	tcase_add_test(t, command_paths_and_exit_code);
 	tcase_add_test(t, inert_without_libcuda);
+	tcase_add_test(t, libcuda_path_not_loaded_is_said);
 	tcase_add_test(t, never_loads_the_driver_itself);
 	suite_add_tcase(s, t);
 	return s;
