@@ -130,10 +130,17 @@ static void open_log(void)
 			  tpl);
 		return;
 	}
-	char why[512];
-	log_fd = cg_log_open(path, cg_policy->log_mode, why, sizeof why);
-	if (log_fd < 0)
+	char why[512], fresh[4096];
+	log_fd = cg_log_open(path, cg_policy->log_mode, why, sizeof why, fresh, sizeof fresh);
+	if (log_fd < 0) {
 		cg_stderr("ctxguard: cannot open log %s: %s (logging disabled)\n", path, why);
+	} else if (*fresh) {
+		cg_stderr("ctxguard: log %s: %s; logging to %s instead\n", path, why, fresh);
+		char asked[1024], used[1024];
+		cg_json_escape(asked, sizeof asked, path);
+		cg_json_escape(used, sizeof used, fresh);
+		cg_log_event("log_name_fallback", "\"asked\":\"%s\",\"path\":\"%s\"", asked, used);
+	}
 }
 
 /* One write per line, so lines of concurrent threads never interleave:

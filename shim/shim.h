@@ -494,6 +494,7 @@ const char *cg_error_message(CUresult code);
 	X(HOOKED_DLSYM, "hooked_by_dlsym", NULL, NULL, NULL)                 \
 	X(HOOKED_PROCADDR, "hooked_by_getprocaddress", NULL, NULL, NULL)    \
 	X(LOG_LOST, "log_records_lost", NULL, NULL, NULL)                    \
+	X(LOG_FALLBACK, "log_name_fallbacks", NULL, NULL, NULL)              \
 	X(UNHOOKED, "unhooked", NULL, NULL, NULL)
 
 enum cg_counter {
@@ -553,9 +554,11 @@ void cg_syslog_send(int prio, const struct iovec *v, int n);
 /* The counters in Prometheus text format, written to a temporary file and
  * renamed over the policy's metrics path. */
 void cg_metrics_write(const unsigned long *totals);
-/* Opens a log file for appending, refusing a symlink at the name and
- * names others could plant (shim/logfile.c); a new file gets mode.  -1
- * with the reason in why. */
-int cg_log_open(const char *path, int mode, char *why, size_t n);
+/* Opens a log file for appending, refusing symlinks in the path and
+ * anything but a regular file (shim/logfile.c); a new file gets mode.  -1
+ * with the reason in why.  Where others may write, a name taken by
+ * something else gives a fresh name beside it: then that path is in fresh
+ * and why says what was at the name (counted: log_name_fallbacks). */
+int cg_log_open(const char *path, int mode, char *why, size_t n, char *fresh, size_t nfresh);
 
 #endif
