@@ -89,9 +89,30 @@ static void write_all(int fd, const char *s, size_t n)
 	write_vec(fd, &v, 1);
 }
 
+/* Whatever reaches stderr is escaped as the log escapes it (control
+ * bytes, C1 codes, bytes that are not UTF-8): kernel names, paths and
+ * policy text come from the program and the user, and a terminal obeys
+ * ESC and CSI.  lines: the text's newlines are its own (a report); else it
+ * is one message, and only its final newline is kept. */
+static void write_text(const char *s, int lines)
+{
+	char buf[8192];
+	size_t len = cg_text_escape(buf, sizeof buf, s, lines);
+	char *out = len < sizeof buf ? buf : malloc(len + 1);
+	if (out != buf)
+		cg_text_escape(out ? out : buf, out ? len + 1 : sizeof buf, s, lines);
+	if (!out)
+		out = buf;
+	write_all(2, out, strlen(out));
+	if (!lines)
+		write_all(2, "\n", 1);
+	if (out != buf)
+		free(out);
+}
+
 void cg_write_stderr(const char *s)
 {
-	write_all(2, s, strlen(s));
+	write_text(s, 1);
 }
 
 void cg_stderr(const char *fmt, ...)
@@ -101,8 +122,12 @@ void cg_stderr(const char *fmt, ...)
 	va_start(ap, fmt);
 	int n = vsnprintf(buf, sizeof buf, fmt, ap);
 	va_end(ap);
-	if (n > 0)
-		write_all(2, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
+	if (n <= 0)
+		return;
+	size_t len = (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1;
+	if (buf[len - 1] == '\n')
+		buf[len - 1] = 0;
+	write_text(buf, 0);
 }
 
 /* "1 crossing", "2 crossings" */

@@ -15,7 +15,7 @@
  *          own_stream  device 1 current, launched on a stream of device 0 (not a crossing)
  *          kernel      the CUkernel itself, cast to CUfunction, launched in device 1
  *          reuse       loaded in ctx 0, unloaded, loaded again in ctx 1 (handles reused), launched there
- *   KERNEL expert (default: DeepGEMM's mangled name) | plain
+ *   KERNEL expert (default: DeepGEMM's mangled name) | plain | any other name, as it is
  *
  * Prints "launch: <CUresult> <name>" and, for a failure, "error string: ..."
  * as DeepGEMM would.  Exit: 0 launch succeeded, 3 launch failed, 1 setup. */
@@ -349,7 +349,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	const char *route = argv[1], *how = argv[2], *api = argv[3], *scase = argv[4];
-	const char *kernel = argc > 5 && strcmp(argv[5], "plain") == 0 ? PLAIN : EXPERT;
+	const char *kernel = argc <= 5 || strcmp(argv[5], "expert") == 0 ? EXPERT
+			     : strcmp(argv[5], "plain") == 0 ? PLAIN : argv[5];
 	resolve(route);
 	make_image(kernel);
 	CUdevice dev0, dev1;
