@@ -96,16 +96,17 @@ static void write_all(int fd, const char *s, size_t n)
  * is one message, and only its final newline is kept. */
 static void write_text(const char *s, int lines)
 {
-	char buf[8192];
-	size_t len = cg_text_escape(buf, sizeof buf, s, lines);
-	char *out = len < sizeof buf ? buf : malloc(len + 1);
-	if (out != buf)
-		cg_text_escape(out ? out : buf, out ? len + 1 : sizeof buf, s, lines);
+	char buf[4096];
+	/* one write, its newline included, so that threads' lines never mix */
+	size_t len = cg_text_escape(buf, sizeof buf - 1, s, lines);
+	char *out = len < sizeof buf - 1 ? buf : malloc(len + 2);
 	if (!out)
-		out = buf;
-	write_all(2, out, strlen(out));
+		len = strlen(out = buf);      /* what fitted, cut between escapes */
+	else if (out != buf)
+		cg_text_escape(out, len + 1, s, lines);
 	if (!lines)
-		write_all(2, "\n", 1);
+		out[len++] = '\n';
+	write_all(2, out, len);
 	if (out != buf)
 		free(out);
 }
