@@ -201,5 +201,10 @@ const char *cg_crossing_message(const struct cg_policy *p, int rule);
  * sequences that fit whole, so that it can always be quoted as a JSON
  * string. */
 size_t cg_json_escape(char *buf, size_t n, const char *s);
+/* The same escapes for a terminal (stderr): control bytes, C1 codes and
+ * bytes that are not UTF-8 escaped, quotes and backslashes left as they
+ * are; lines: newlines kept (a report of several lines), else escaped (a
+ * one-line message). */
+size_t cg_text_escape(char *buf, size_t n, const char *s, int lines);
 
 #endif

@@ -161,7 +161,7 @@ static void unhooked(const struct watch *w, const void *params)
 	if (w->shape == MULTI) {
 		const cuLaunchCooperativeKernelMultiDevice_params *p = params;
 		if (first)
-			note(w->api, p->launchParamsList && p->numDevices
+			note(w->api, cg_multi_entries(p->launchParamsList, p->numDevices)
 					     ? kernel_name(p->launchParamsList[0].function)
 					     : "<no launch>");
 		cg_check_each(w->api, p->launchParamsList, p->numDevices);

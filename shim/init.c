@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "shadow.h"
 
@@ -56,6 +57,23 @@ static void refuse_locked_libraries(void)
 	}
 }
 
+/* CTXGUARD_LIBCUDA names no library the program loaded, yet a hooked call
+ * came: from the program's own libcuda.so.1, which the shim then checks,
+ * saying so in one line (else every call failed, NOT_INITIALIZED, with
+ * nothing said).  NULL when that driver is not loaded either. */
+static void *named_driver_absent(void)
+{
+	static const char standard[] = "libcuda.so.1";
+	const char *named = cg_libcuda_name();
+	void *h = strcmp(named, standard) ? dlopen(standard, RTLD_LAZY | RTLD_NOLOAD) : NULL;
+	if (h) {
+		cg_stderr("ctxguard: CTXGUARD_LIBCUDA=%s is no library this process loaded;"
+			  " checking the libcuda.so.1 the program loaded instead\n", named);
+		atomic_store_explicit(&libcuda, standard, memory_order_release);
+	}
+	return h;
+}
+
 /* 1: ready; 0: libcuda not loaded (yet): ask again at the next call;
  * -1: a libcuda without the basics: inert for good. */
 static int start(void)
@@ -75,6 +93,8 @@ static int start(void)
 	 * "cu" name (curl_easy_init) must not pull libcuda into a process
 	 * that never uses it.  Every route to a hook comes after that load. */
 	void *h = dlopen(cg_libcuda_name(), RTLD_LAZY | RTLD_NOLOAD);
+	if (!h)
+		h = named_driver_absent();
 	if (!h)
 		return 0;
 	cg_libcuda = h;

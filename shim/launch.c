@@ -176,10 +176,23 @@ CG_CHECKED(cuLaunch, cg_check_launch(v->symbol, f, NULL, NULL, NULL, CG_PARAM_SP
 CG_CHECKED(cuLaunchGrid, cg_check_launch(v->symbol, f, NULL, NULL, NULL, CG_PARAM_SPACE))
 CG_CHECKED(cuLaunchGridAsync, cg_check_launch(v->symbol, f, NULL, hStream, NULL, CG_PARAM_SPACE))
 
-/* One launch per device: each is checked. */
+/* The deprecated multi-device launch: how many entries of list the driver
+ * would read.  A count past the device count is refused by the driver
+ * without reading the list, which may be far shorter (a crash here): 0. */
+unsigned cg_multi_entries(const CUDA_LAUNCH_PARAMS *list, unsigned n)
+{
+	int devices = 0;
+	if (!list || !cg_call.cuDeviceGetCount || cg_call.cuDeviceGetCount(&devices) != CUDA_SUCCESS ||
+	    n > (unsigned)devices)
+		return 0;
+	return n;
+}
+
+/* One launch per device: each is checked, as far as the driver reads. */
 CUresult cg_check_each(const char *api, const CUDA_LAUNCH_PARAMS *list, unsigned n)
 {
-	for (unsigned i = 0; list && i < n; i++) {
+	n = cg_multi_entries(list, n);
+	for (unsigned i = 0; i < n; i++) {
 		CUresult rc = cg_check_launch(api, list[i].function, NULL, list[i].hStream,
 					      list[i].kernelParams, NULL);
 		if (rc != CUDA_SUCCESS)

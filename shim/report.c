@@ -89,9 +89,31 @@ static void write_all(int fd, const char *s, size_t n)
 	write_vec(fd, &v, 1);
 }
 
+/* Whatever reaches stderr is escaped as the log escapes it (control
+ * bytes, C1 codes, bytes that are not UTF-8): kernel names, paths and
+ * policy text come from the program and the user, and a terminal obeys
+ * ESC and CSI.  lines: the text's newlines are its own (a report); else it
+ * is one message, and only its final newline is kept. */
+static void write_text(const char *s, int lines)
+{
+	char buf[4096];
+	/* one write, its newline included, so that threads' lines never mix */
+	size_t len = cg_text_escape(buf, sizeof buf - 1, s, lines);
+	char *out = len < sizeof buf - 1 ? buf : malloc(len + 2);
+	if (!out)
+		len = strlen(out = buf);      /* what fitted, cut between escapes */
+	else if (out != buf)
+		cg_text_escape(out, len + 1, s, lines);
+	if (!lines)
+		out[len++] = '\n';
+	write_all(2, out, len);
+	if (out != buf)
+		free(out);
+}
+
 void cg_write_stderr(const char *s)
 {
-	write_all(2, s, strlen(s));
+	write_text(s, 1);
 }
 
 void cg_stderr(const char *fmt, ...)
@@ -101,8 +123,12 @@ void cg_stderr(const char *fmt, ...)
 	va_start(ap, fmt);
 	int n = vsnprintf(buf, sizeof buf, fmt, ap);
 	va_end(ap);
-	if (n > 0)
-		write_all(2, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
+	if (n <= 0)
+		return;
+	size_t len = (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1;
+	if (buf[len - 1] == '\n')
+		buf[len - 1] = 0;
+	write_text(buf, 0);
 }
 
 /* "1 crossing", "2 crossings" */
@@ -130,10 +156,17 @@ static void open_log(void)
 			  tpl);
 		return;
 	}
-	char why[512];
-	log_fd = cg_log_open(path, cg_policy->log_mode, why, sizeof why);
-	if (log_fd < 0)
+	char why[512], fresh[4096];
+	log_fd = cg_log_open(path, cg_policy->log_mode, why, sizeof why, fresh, sizeof fresh);
+	if (log_fd < 0) {
 		cg_stderr("ctxguard: cannot open log %s: %s (logging disabled)\n", path, why);
+	} else if (*fresh) {
+		cg_stderr("ctxguard: log %s: %s; logging to %s instead\n", path, why, fresh);
+		char asked[1024], used[1024];
+		cg_json_escape(asked, sizeof asked, path);
+		cg_json_escape(used, sizeof used, fresh);
+		cg_log_event("log_name_fallback", "\"asked\":\"%s\",\"path\":\"%s\"", asked, used);
+	}
 }
 
 /* One write per line, so lines of concurrent threads never interleave:

@@ -472,6 +472,9 @@ void cg_launch_configure(const struct cg_policy *p);
  * launch_ctx NULL: the stream's (or current) context. */
 CUresult cg_check_launch(const char *api, CUfunction f, CUcontext launch_ctx,
 			 CUstream stream, void **params, void **extra);
+/* How many entries of cuLaunchCooperativeKernelMultiDevice's list the
+ * driver would read: n, or 0 for a count it refuses unread. */
+unsigned cg_multi_entries(const CUDA_LAUNCH_PARAMS *list, unsigned n);
 /* cuLaunchCooperativeKernelMultiDevice's n launches, each checked. */
 CUresult cg_check_each(const char *api, const CUDA_LAUNCH_PARAMS *list, unsigned n);
 
@@ -514,6 +517,7 @@ const char *cg_error_message(CUresult code);
 	X(HOOKED_DLSYM, "hooked_by_dlsym", NULL, NULL, NULL)                 \
 	X(HOOKED_PROCADDR, "hooked_by_getprocaddress", NULL, NULL, NULL)    \
 	X(LOG_LOST, "log_records_lost", NULL, NULL, NULL)                    \
+	X(LOG_FALLBACK, "log_name_fallbacks", NULL, NULL, NULL)              \
 	X(UNHOOKED, "unhooked", NULL, NULL, NULL)
 
 enum cg_counter {
@@ -573,9 +577,11 @@ void cg_syslog_send(int prio, const struct iovec *v, int n);
 /* The counters in Prometheus text format, written to a temporary file and
  * renamed over the policy's metrics path. */
 void cg_metrics_write(const unsigned long *totals);
-/* Opens a log file for appending, refusing a symlink at the name and
- * names others could plant (shim/logfile.c); a new file gets mode.  -1
- * with the reason in why. */
-int cg_log_open(const char *path, int mode, char *why, size_t n);
+/* Opens a log file for appending, refusing symlinks in the path and
+ * anything but a regular file (shim/logfile.c); a new file gets mode.  -1
+ * with the reason in why.  Where others may write, a name taken by
+ * something else gives a fresh name beside it: then that path is in fresh
+ * and why says what was at the name (counted: log_name_fallbacks). */
+int cg_log_open(const char *path, int mode, char *why, size_t n, char *fresh, size_t nfresh);
 
 #endif

@@ -1449,6 +1449,21 @@ static char *escaped(const char *s)
 	return buf;
 }
 
+/* stderr's escapes are the log's, but quotes and backslashes stay, and
+ * newlines are escaped in a message or kept in a report. */
+START_TEST(test_text_escape)
+{
+	static const char s[] = "a\"b\\c\n\x1b[2J\x9b\xc2\x9b\xff\xc3\xa9\t";
+	char buf[128];
+	ck_assert_uint_eq(cg_text_escape(buf, sizeof buf, s, 0), strlen(buf));
+	ck_assert_str_eq(buf, "a\"b\\c\\n\\u001b[2J\\ufffd\\u009b\\ufffd\xc3\xa9\\t");
+	cg_text_escape(buf, sizeof buf, s, 1);
+	ck_assert_str_eq(buf, "a\"b\\c\n\\u001b[2J\\ufffd\\u009b\\ufffd\xc3\xa9\\t");
+	ck_assert_uint_eq(cg_text_escape(buf, 4, "\x1b", 0), 6);
+	ck_assert_str_eq(buf, "");
+}
+END_TEST
+
 START_TEST(test_json_escape)
 {
 	static const char *const cases[][2] = {
@@ -1462,6 +1477,8 @@ START_TEST(test_json_escape)
 		{"bad\xff\xc3(", "bad\\ufffd\\ufffd("},
 		{"\xc0\xaf\xed\xa0\x80", "\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd"},
 		{"cut\xe2\x82", "cut\\ufffd\\ufffd"},
+		/* C1 codes (0x9b: CSI) escaped; U+00A0 and up kept */
+		{"\xc2\x80\xc2\x9b\xc2\x9f\xc2\xa0", "\\u0080\\u009b\\u009f\xc2\xa0"},
 		{"", ""},
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -1653,6 +1670,7 @@ static Suite *policy_suite(void)
 	tc = tcase_create("json");
 	tcase_add_test(tc, test_json_checker);
 	tcase_add_test(tc, test_json_escape);
+	tcase_add_test(tc, test_text_escape);
 	tcase_add_test(tc, test_json_fields);
 	suite_add_tcase(s, tc);
 	return s;

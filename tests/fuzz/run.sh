@@ -1,9 +1,11 @@
 #!/bin/sh
 # make fuzz: builds the libFuzzer target for cg_policy_parse with clang
 # (installing Debian's clang when root and it is missing) and runs it for
-# FUZZ_SECONDS (default 60).  A pattern that makes regcomp allocate more
-# than malloc_limit_mb, or any ASan/UBSan report, fails the run; its input
-# is left in $BUILD/fuzz.  The corpus in the repository is read only: new
+# FUZZ_SECONDS (default 60), under an RSS limit of 1 GiB.  A pattern that
+# makes the "re:" matcher allocate more than malloc_limit_mb, an input
+# slower than 10 s, or any ASan/UBSan report fails the run; its input is
+# left in $BUILD/fuzz.  The seeds hold the patterns that took glibc's
+# regcomp to a stack overflow or gigabytes (regex_*.conf).  The corpus in the repository is read only: new
 # inputs go to $BUILD/fuzz/corpus.
 set -e
 cd "$(dirname "$0")/../.."
