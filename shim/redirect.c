@@ -172,7 +172,8 @@ static int plan_bundled(const struct cg_launch *l, const struct cg_fn *fn, struc
 		snprintf(why, n, "undecodable ABI: parameters passed in the extra buffer");
 		return 0;
 	}
-	if (cg_decode_gemm(fn->demangled, l->params, cg_tmap_find, &p->gemm, why, n) < 0)
+	if (cg_decode_gemm(fn->demangled, l->params, cg_tmap_find, &p->gemm, why, n) < 0 ||
+	    cg_decode_check_launch(&p->gemm, &l->config, why, n) < 0)
 		return 0;
 	p->via = bundled[p->gemm.layout].name;
 	const char *name[CG_DECODE_OPERANDS];
@@ -502,6 +503,10 @@ CUresult cg_redirect(const struct cg_launch *l)
 	struct cg_fn *fn = (struct cg_fn *)noted->fn;
 	char why[512] = "";
 	struct plan p;
+	/* The driver refuses a launch given both kernelParams and extra
+	 * before running anything; so does its redirect. */
+	if (l->params && l->extra)
+		return CUDA_ERROR_INVALID_VALUE;
 	if (!plan(l, &c, fn, &p, why, sizeof why))
 		return impossible(&c, fn, why);
 	CUstream s = l->config.hStream;
