@@ -503,10 +503,9 @@ CUresult cg_redirect(const struct cg_launch *l)
 	struct cg_fn *fn = (struct cg_fn *)noted->fn;
 	char why[512] = "";
 	struct plan p;
-	/* The driver refuses a launch given both kernelParams and extra
-	 * before running anything; so does its redirect. */
-	if (l->params && l->extra)
-		return CUDA_ERROR_INVALID_VALUE;
+	CUresult malformed = cg_redirect_malformed(l->params, l->extra);
+	if (malformed != CUDA_SUCCESS)
+		return malformed;
 	if (!plan(l, &c, fn, &p, why, sizeof why))
 		return impossible(&c, fn, why);
 	CUstream s = l->config.hStream;
