@@ -149,9 +149,12 @@ static uint64_t rows_written(const struct dg_launch *l, struct dg_semantics *s, 
 		for (uint64_t b0 = 0; b0 < m_eff; b0 += bm) {
 			const int32_t gid = l->layout[b0];
 			for (uint64_t r = b0; r < b0 + bm; r++) {
-				/* fp8: a 64-row half starting with -1 computes nothing, stores zeros */
-				const int32_t half = l->layout[b0 + (r - b0) / 64 * 64 < m_eff
-								       ? b0 + (r - b0) / 64 * 64 : b0];
+				/* fp8: math warpgroup w takes rows w * 64 + 64-row waves
+				 * of wgs * 64; it computes nothing and stores zeros when
+				 * its first row is -1 (is_computation_valid) */
+				const uint64_t wgs = (uint64_t)l->math / 128;
+				const uint64_t first = b0 + (r - b0) / 64 % wgs * 64;
+				const int32_t half = l->layout[first < m_eff ? first : b0];
 				const int ok = r < m_eff && gid >= 0 && (uint64_t)gid < g &&
 					       l->layout[r] == gid && (!l->fp8 || half >= 0);
 				mark(s, r, ok ? DG_GROUP : DG_UNSPECIFIED, ok ? gid : 0);
