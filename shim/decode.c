@@ -310,10 +310,12 @@ int cg_decode_gemm(const char *demangled, void *const *params, cg_tmap_lookup_fn
 	/* DeepGEMM takes each BLOCK_M-row block's group from its first row
 	 * (contiguous: groups start on multiples of BLOCK_M, the mk
 	 * alignment) and starts a psum group at the previous end rounded up
-	 * to BLOCK_M; the bundled kernels do both per 128 rows (and 64-row
-	 * halves), which a multiple of 128 keeps whole for the contiguous form. */
-	if ((layout == CG_LAYOUT_PSUM && t[T_BM] != 128) ||
-	    (layout == CG_LAYOUT_CONTIGUOUS && t[T_BM] % 128))
+	 * to BLOCK_M.  The bundled kernels do both per 128 rows (and 64-row
+	 * halves): with BLOCK_M a multiple of 128 every contiguous group
+	 * starts on their tile boundary, and their psum group starts no later
+	 * than DeepGEMM's (the rows between are ones DeepGEMM leaves
+	 * unspecified). */
+	if ((layout == CG_LAYOUT_PSUM || layout == CG_LAYOUT_CONTIGUOUS) && t[T_BM] % 128)
 		return refuse(why, n, "GemmType::%s with BLOCK_M %ld: DeepGEMM's groups are "
 			      "%ld-row blocks, the bundled kernels' 128-row blocks",
 			      type_names[type], t[T_BM], t[T_BM]);

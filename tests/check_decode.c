@@ -249,8 +249,8 @@ static const struct {
 	{NULL, NULL, a_padded, "tensor map a has a row stride of 4224 bytes, expected 4096"},
 	{NULL, NULL, b_uint8, "tensor map b is 2-D of data type 0, expected 2-D tiled of 9"},
 	{NULL, NULL, null_layout, "grouped_layout is NULL"},
-	{CONFIG(K_K, "0u, 0u, 0u", "256u", "128u", "256u", "5"), NULL, nothing,
-	 "with BLOCK_M 256: DeepGEMM's groups are 256-row blocks"},
+	{CONFIG(K_K, "0u, 0u, 0u", "64u", "128u", "128u", "5"), NULL, nothing,
+	 "with BLOCK_M 64: DeepGEMM's groups are 64-row blocks"},
 	/* issue 66, 1: set_mk_alignment_for_contiguous_layout(64) gives BLOCK_M
 	 * 64; DeepGEMM takes each 64-row block's group from its first row, the
 	 * bundled contiguous kernel a 128-row tile's, and drops the rest */
