@@ -61,6 +61,7 @@ KERNEL_OBJ :=
 -include tests/gpu/gpu.mk
 -include bench/bench.mk
 -include tests/fuzz/fuzz.mk
+-include tests/model/model.mk
 -include tests/locked.mk
 
 $(BUILD)/obj/%.o: %.c $(wildcard shim/*.h shim/*.def policy/*.h) | $(BUILD)

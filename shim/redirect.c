@@ -172,7 +172,8 @@ static int plan_bundled(const struct cg_launch *l, const struct cg_fn *fn, struc
 		snprintf(why, n, "undecodable ABI: parameters passed in the extra buffer");
 		return 0;
 	}
-	if (cg_decode_gemm(fn->demangled, l->params, cg_tmap_find, &p->gemm, why, n) < 0)
+	if (cg_decode_gemm(fn->demangled, l->params, cg_tmap_find, &p->gemm, why, n) < 0 ||
+	    cg_decode_check_launch(&p->gemm, &l->config, why, n) < 0)
 		return 0;
 	p->via = bundled[p->gemm.layout].name;
 	const char *name[CG_DECODE_OPERANDS];
@@ -512,6 +513,9 @@ CUresult cg_redirect(const struct cg_launch *l)
 	struct cg_fn *fn = (struct cg_fn *)noted->fn;
 	char why[512] = "";
 	struct plan p;
+	CUresult malformed = cg_redirect_malformed(l->params, l->extra);
+	if (malformed != CUDA_SUCCESS)
+		return malformed;
 	if (!plan(l, &c, fn, &p, why, sizeof why))
 		return impossible(&c, fn, why);
 	CUstream s = l->config.hStream;

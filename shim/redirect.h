@@ -20,6 +20,14 @@ struct cg_launch {
 	void **params, **extra;
 };
 
+/* The driver refuses a launch given both kernelParams and extra before
+ * running anything (CUDA_ERROR_INVALID_VALUE); so does its redirect.
+ * CUDA_SUCCESS: not such a launch. */
+static inline CUresult cg_redirect_malformed(void **params, void **extra)
+{
+	return params && extra ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
 /* cg_act's half: keeps the crossing for this thread's cg_redirect; 0 when
  * there was no memory to keep it in. */
 int cg_redirect_note(const struct cg_crossing *c, const struct cg_fn *fn);

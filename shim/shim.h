@@ -367,6 +367,11 @@ struct cg_tmap {
 	uint64_t dims[5];
 	uint32_t box[5];
 	uint64_t strides[4];       /* bytes, dimension 1 up (tiled encodes) */
+	/* How a TMA copy through it moves data (a redirect must match them):
+	 * tiled encodes only; the CUtensorMap* enum values as encoded. */
+	int tiled;
+	uint32_t elem_strides[5];
+	int interleave, swizzle, l2promo, oobfill;
 };
 /* The tensor map whose 128 descriptor bytes are desc, if ctxguard saw it
  * encoded (bounded: the oldest are forgotten). */

@@ -44,6 +44,9 @@ static const char image[] = "//ctxguard-fake-image\n"
 			    ".kernel " GEMM_NORMAL " 8,4,4,4,128,128,128\n"
 			    ".kernel " HELPER " 8,8,4\n";
 enum { M = 256, N = 128, K = 128, G = 2, SIZE = 1 << 20, HELPER_SMEM = 100000 };
+/* DeepGEMM's shared memory for the GEMMs' configuration (128 x 128 x 64, 5
+ * stages): a 32 KiB D tile, 256 bytes of barriers, 32 KiB a stage. */
+enum { GEMM_SMEM = 32768 + 256 + 5 * 32768 };
 
 static CUcontext ctx[2];
 static CUstream stream[2];
@@ -125,18 +128,23 @@ static void setup_error(void)
 	setup_mode("error");
 }
 
+/* What launch_gemm launches with: DeepGEMM's grid (kNumSMs) and A, unless
+ * a test changes them. */
+static unsigned gemm_grid = 132;
+static const CUtensorMap *gemm_a = &ta;
+
 /* DeepGEMM's launch: cuLaunchKernelEx on the current device's stream. */
 static CUresult launch_gemm(CUfunction f, CUcontext current, CUstream s, const CUtensorMap *mb)
 {
 	ck_assert_int_eq(cuCtxSetCurrent(current), CUDA_SUCCESS);
 	uint32_t m = M, n = N, k = K;
-	CUtensorMap A = ta, B = *mb, D = td;
+	CUtensorMap A = *gemm_a, B = *mb, D = td;
 	void *params[] = {&layout, &m, &n, &k, &A, &B, &D};
 	CUlaunchAttribute attr = {.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,
 				  .value.clusterDim = {1, 1, 1}};
-	CUlaunchConfig cfg = {.gridDimX = 132, .gridDimY = 1, .gridDimZ = 1, .blockDimX = 384,
-			      .blockDimY = 1, .blockDimZ = 1, .hStream = s, .attrs = &attr,
-			      .numAttrs = 1};
+	CUlaunchConfig cfg = {.gridDimX = gemm_grid, .gridDimY = 1, .gridDimZ = 1, .blockDimX = 384,
+			      .blockDimY = 1, .blockDimZ = 1, .sharedMemBytes = GEMM_SMEM,
+			      .hStream = s, .attrs = &attr, .numAttrs = 1};
 	return cuLaunchKernelEx(&cfg, f, params, NULL);
 }
 
@@ -695,7 +703,8 @@ static CUresult launch_normal(const char **err)
 	ck_assert_int_eq(cuCtxSetCurrent(ctx[0]), CUDA_SUCCESS);
 	fake_trace_start();
 	capture_start();
-	CUresult rc = cuLaunchKernel(normal, 132, 1, 1, 384, 1, 1, 0, stream[0], params, NULL);
+	CUresult rc =
+		cuLaunchKernel(normal, 132, 1, 1, 384, 1, 1, GEMM_SMEM, stream[0], params, NULL);
 	*err = capture_end();
 	return rc;
 }
@@ -909,6 +918,15 @@ static void capturing(void)
 	fake_stream_set_capturing(stream[0], 1);
 }
 static void reload_fails(void) { fake_fail_next("cuModuleLoadData", CUDA_ERROR_INVALID_IMAGE); }
+/* Issue 66, 4: launches DeepGEMM's host code never makes, which the
+ * original would run differently (half of D; D scrambled). */
+static void half_grid(void) { gemm_grid = 66; }
+static void a_unswizzled(void)
+{
+	static CUtensorMap m;
+	m = encode_swizzled(a, K, M, CU_TENSOR_MAP_SWIZZLE_NONE);
+	gemm_a = &m;
+}
 
 static const struct {
 	int helper;              /* launch the helper, else a GEMM */
@@ -921,7 +939,34 @@ static const struct {
 	{0, &accum, &tb, capture_only, "accumulation into D (with_accumulation)"},
 	{0, &gemm, &tb, capturing, "the stream is capturing a CUDA graph"},
 	{1, NULL, NULL, reload_fails, "image not re-loadable: loading it into the target context failed"},
+	{0, &gemm, &tb, half_grid, "launched with grid {66, 1, 1} and block {384, 1, 1}; DeepGEMM "
+	 "launches this kernel with grid {132, 1, 1} (kNumSMs)"},
+	{0, &gemm, &tb, a_unswizzled, "tensor map a has swizzle 0"},
 };
+
+/* Issue 66, 5: the driver refuses a launch with both kernelParams and
+ * extra, crossing or not, and runs nothing; so does the redirect. */
+START_TEST(params_and_extra_are_refused_as_the_driver_does)
+{
+	produce_on_device_1();
+	fake_reset();
+	uint32_t m = M, n = N, k = K;
+	CUtensorMap A = ta, B = tb, D = td;
+	void *params[] = {&layout, &m, &n, &k, &A, &B, &D};
+	void *extra[] = {CU_LAUNCH_PARAM_END};
+	ck_assert_int_eq(cuCtxSetCurrent(ctx[0]), CUDA_SUCCESS);
+	capture_start();
+	CUresult rc = cuLaunchKernel(gemm, 132, 1, 1, 384, 1, 1, GEMM_SMEM, stream[0], params,
+				     extra);
+	const char *err = capture_end();
+	struct fake_stats st;
+	fake_get_stats(&st);
+	ck_assert_int_eq(rc, CUDA_ERROR_INVALID_VALUE);
+	ck_assert_uint_eq(st.launches_on[0], 0);
+	ck_assert_uint_eq(st.launches_on[1], 0);
+	ck_assert_msg(!strstr(err, "ctxguard: redirect:"), "%s", err);
+}
+END_TEST
 
 START_TEST(each_impossible_redirect_falls_back_to_error)
 {
@@ -1207,6 +1252,7 @@ int main(void)
 	tcase_add_test(e, kernel_attributes_follow_it_to_the_target_device);
 	tcase_add_loop_test(e, each_impossible_redirect_falls_back_to_error, 0,
 			    sizeof impossible / sizeof impossible[0]);
+	tcase_add_test(e, params_and_extra_are_refused_as_the_driver_does);
 	tcase_add_loop_test(e, failed_ordering_after_the_work_is_queued_waits_on_the_host, 0,
 			    sizeof unordered / sizeof unordered[0]);
 	suite_add_tcase(s, e);

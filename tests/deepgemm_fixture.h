@@ -10,20 +10,26 @@
 #include <cuda.h>
 
 /* A 2-D bf16 map {inner, outer} of base, rows dense, as DeepGEMM encodes
- * A {K, M}, B {K, N*G} and D {N, M} (DESIGN.md). */
-static inline CUtensorMap encode(CUdeviceptr base, uint64_t inner, uint64_t outer)
+ * A {K, M}, B {K, N*G} and D {N, M} (DESIGN.md), with the given swizzle. */
+static inline CUtensorMap encode_swizzled(CUdeviceptr base, uint64_t inner, uint64_t outer,
+					  CUtensorMapSwizzle swizzle)
 {
 	CUtensorMap m;
 	cuuint64_t dims[2] = {inner, outer}, strides[1] = {inner * 2};
 	cuuint32_t box[2] = {64, 128}, elem[2] = {1, 1};
 	ck_assert_int_eq(cuTensorMapEncodeTiled(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
 						(void *)base, dims, strides, box, elem,
-						CU_TENSOR_MAP_INTERLEAVE_NONE,
-						CU_TENSOR_MAP_SWIZZLE_128B,
+						CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
 						CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
 						CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
 			 CUDA_SUCCESS);
 	return m;
+}
+
+/* DeepGEMM's own swizzle for these maps. */
+static inline CUtensorMap encode(CUdeviceptr base, uint64_t inner, uint64_t outer)
+{
+	return encode_swizzled(base, inner, outer, CU_TENSOR_MAP_SWIZZLE_128B);
 }
 
 /* Whether this library was built with its kernels (nvcc): an empty
