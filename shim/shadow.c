@@ -292,8 +292,11 @@ void cg_shadow(const struct cg_launch *l)
 	if (!l->params)
 		snprintf(o.reason, sizeof o.reason,
 			 "undecodable ABI: parameters passed in the extra buffer");
+	/* what the redirect would decide: the decode, then the launch's
+	 * configuration against DeepGEMM's host code */
 	else if (cg_decode_gemm(fn->demangled, l->params, cg_tmap_find, &g, o.reason,
-				sizeof o.reason) > 0) {
+				sizeof o.reason) > 0 &&
+		 cg_decode_check_launch(&g, &l->config, o.reason, sizeof o.reason) >= 0) {
 		o.gemm = &g;
 		o.tolerance = cg_shadow_tolerance(g.p.dtype);
 		if (cg_capturing(s))

@@ -44,9 +44,6 @@ static const char image[] = "//ctxguard-fake-image\n"
 			    ".kernel " GEMM_NORMAL " 8,4,4,4,128,128,128\n"
 			    ".kernel " HELPER " 8,8,4\n";
 enum { M = 256, N = 128, K = 128, G = 2, SIZE = 1 << 20, HELPER_SMEM = 100000 };
-/* DeepGEMM's shared memory for the GEMMs' configuration (128 x 128 x 64, 5
- * stages): a 32 KiB D tile, 256 bytes of barriers, 32 KiB a stage. */
-enum { GEMM_SMEM = 32768 + 256 + 5 * 32768 };
 
 static CUcontext ctx[2];
 static CUstream stream[2];

@@ -143,8 +143,14 @@ static void setup_launches(void)
 	}
 	CUmodule mod;
 	ck_assert_int_eq(cuModuleLoadData(&mod, image), CUDA_SUCCESS);
-	for (int i = 0; i < NGEMMS; i++)
+	/* DeepGEMM sets each function's shared memory once, after the load */
+	for (int i = 0; i < NGEMMS; i++) {
 		ck_assert_int_eq(cuModuleGetFunction(&gemm[i], mod, names[i]), CUDA_SUCCESS);
+		ck_assert_int_eq(cuFuncSetAttribute(gemm[i],
+						    CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+						    GEMM_SMEM),
+				 CUDA_SUCCESS);
+	}
 	a = alloc_on(0);
 	b = alloc_on(0);
 	d = alloc_on(0);
@@ -174,9 +180,16 @@ static CUresult launch(enum gemm which, const CUtensorMap *mb, int extra_buffer,
 	void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, buf, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
 			 CU_LAUNCH_PARAM_END};
 	if (cooperative)
-		return cuLaunchCooperativeKernel(gemm[which], 132, 1, 1, 384, 1, 1, 0, stream, params);
+		return cuLaunchCooperativeKernel(gemm[which], 132, 1, 1, 384, 1, 1, GEMM_SMEM, stream,
+						 params);
+	/* DeepGEMM's configuration for these names: one CTA per SM, its
+	 * pipeline's shared memory (stages of A and B, D, barriers), a
+	 * cluster of kNumTMAMulticast */
+	CUlaunchAttribute attr = {.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,
+				  .value.clusterDim = {1, 1, 1}};
 	CUlaunchConfig cfg = {.gridDimX = 132, .gridDimY = 1, .gridDimZ = 1, .blockDimX = 384,
-			      .blockDimY = 1, .blockDimZ = 1, .hStream = stream};
+			      .blockDimY = 1, .blockDimZ = 1, .sharedMemBytes = GEMM_SMEM,
+			      .hStream = stream, .attrs = &attr, .numAttrs = 1};
 	return cuLaunchKernelEx(&cfg, gemm[which], extra_buffer ? NULL : params,
 				extra_buffer ? extra : NULL);
 }

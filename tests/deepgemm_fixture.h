@@ -9,6 +9,10 @@
 #include <stdint.h>
 #include <cuda.h>
 
+/* DeepGEMM's shared memory for the GEMMs' configuration (128 x 128 x 64, 5
+ * stages): a 32 KiB D tile, 256 bytes of barriers, 32 KiB a stage. */
+enum { GEMM_SMEM = 32768 + 256 + 5 * 32768 };
+
 /* A 2-D bf16 map {inner, outer} of base, rows dense, as DeepGEMM encodes
  * A {K, M}, B {K, N*G} and D {N, M} (DESIGN.md), with the given swizzle. */
 static inline CUtensorMap encode_swizzled(CUdeviceptr base, uint64_t inner, uint64_t outer,
