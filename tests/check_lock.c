@@ -23,6 +23,7 @@ static char sys_locked[128], sys_open[128], user_file[128];
 	"operands = on\n" \
 	"log = /var/log/ctxguard/%p.jsonl\n" \
 	"log_mode = 0640\n" \
+	"metrics = /var/lib/prometheus/ctxguard-%p.prom\n" \
 	"[rule sys]\n" \
 	"kernel = sys_*\n"
 
@@ -59,6 +60,11 @@ static const struct loosen {
 	 "log /var/log/ctxguard/%p.jsonl\n"},
 	{"log", "CTXGUARD_LOG=none", "log = none\n", "--log", "none", "none", "log none\n",
 	 "log /var/log/ctxguard/%p.jsonl\n"},
+	{"metrics", "CTXGUARD_METRICS=/home/u/m.prom", "metrics = /home/u/m.prom\n",
+	 "--metrics", "/home/u/m.prom", "/home/u/m.prom", "metrics /home/u/m.prom\n",
+	 "metrics /var/lib/prometheus/ctxguard-%p.prom\n"},
+	{"metrics", "CTXGUARD_METRICS=none", "metrics = none\n", "--metrics", "none", "none",
+	 "metrics none\n", "metrics /var/lib/prometheus/ctxguard-%p.prom\n"},
 	{"action", NULL, "[rule mine]\nkernel = *\naction = warn\n", NULL, NULL, "warn",
 	 "rule mine warn\n", "rule mine unset\n"},
 	{"action", NULL, "[rule mine]\nkernel = *\naction = off\n", NULL, NULL, "off",
@@ -252,6 +258,85 @@ START_TEST(many_refusals_counted)
 }
 END_TEST
 
+/* ---- a system policy that cannot be read ----------------------------- */
+
+/* What a shadow file looks like: no line of it may be quoted anywhere. */
+#define SECRET "root:$6$s3cr3tSalt$hashhashhash:19000:0:99999:7:::\n" \
+	"daemon:*:19000:0:99999:7:::\nmode = off\n"
+
+/* The policy loaded with the variables that would loosen every setting:
+ * each must be refused by the strictest lock. */
+static void assert_strictest(const char *system)
+{
+	char *env[] = {"CTXGUARD_MODE=off", "CTXGUARD_SCOPE=experts", "CTXGUARD_OPERANDS=off",
+		       "CTXGUARD_POLICY=none", NULL};
+	struct cg_policy p;
+	cg_policy_load_from(&p, env, system);
+	char text[16384];
+	FILE *f = fmemopen(text, sizeof text, "w");
+	dump_policy(f, &p);
+	fclose(f);
+	cg_policy_free(&p);
+	ck_assert_msg(strstr(text, "mode abort\nscope all\noperands on\n") &&
+		      strstr(text, "lock on\n") &&
+		      strstr(text, "cannot be read as a policy: locked at the strictest") &&
+		      count_of(text, "\nrefused ") == 4 && !strstr(text, "s3cr3t") &&
+		      !strstr(text, "daemon"), "%s", text);
+}
+
+START_TEST(system_unreadable_strictest)
+{
+	/* a directory, a file of another kind, a binary */
+	assert_strictest(tmpdir);
+	write_to(sys_locked, SECRET, 0);
+	assert_strictest(sys_locked);
+	write_to(sys_locked, "\x7f" "ELF\x02\x01\x01\n\x01\x02", 0);
+	assert_strictest(sys_locked);
+	/* out of file descriptors */
+	write_to(sys_locked, "mode = warn\n", 0);
+	int fds[65536], n = 0;
+	while (n < (int)(sizeof fds / sizeof fds[0]) && (fds[n] = dup(0)) >= 0)
+		n++;
+	ck_assert_int_lt(n, (int)(sizeof fds / sizeof fds[0]));
+	char *env[] = {"CTXGUARD_MODE=off", NULL};
+	struct cg_policy p;
+	cg_policy_load_from(&p, env, sys_locked);
+	while (n--)
+		close(fds[n]);
+	ck_assert_msg(p.lock && p.mode == CG_ACT_ABORT && p.scope == CG_SCOPE_ALL &&
+		      p.nrefused == 1 && strstr(p.errors[0], "Too many open files"),
+		      "lock %d mode %d errors %zu: %s", p.lock, p.mode, p.nerrors,
+		      p.nerrors ? p.errors[0] : "");
+	cg_policy_free(&p);
+	/* a missing system policy is no problem: the built-in one, unlocked */
+	cg_policy_load_from(&p, env, in_tmpdir("missing.conf"));
+	ck_assert_msg(!p.lock && p.mode == CG_ACT_OFF && !p.nerrors, "%d", p.lock);
+	cg_policy_free(&p);
+}
+END_TEST
+
+/* A user's file that is no policy: the line number and the error, never a
+ * line of it. */
+START_TEST(secret_file_not_quoted)
+{
+	char user_env[160];
+	write_to(user_file, SECRET, 0);
+	snprintf(user_env, sizeof user_env, "CTXGUARD_POLICY=%s", user_file);
+	char *env[] = {user_env, NULL};
+	for (int locked = 0; locked < 2; locked++) {
+		struct cg_policy p;
+		cg_policy_load_from(&p, env, locked ? sys_locked : sys_open);
+		ck_assert_uint_eq(p.nerrors, 1);
+		ck_assert_msg(strstr(p.errors[0], ":1: not a policy file") &&
+			      !strstr(p.errors[0], "s3cr3t") && !strstr(p.errors[0], "root"),
+			      "%s", p.errors[0]);
+		/* nothing of it applied: its "mode = off" least of all */
+		ck_assert_int_eq(p.mode, locked ? CG_ACT_ERROR : CG_ACT_ABORT);
+		cg_policy_free(&p);
+	}
+}
+END_TEST
+
 /* ---- the shim under a locked policy ---------------------------------- */
 
 /* The suite's copy of the library reads its system policy from
@@ -290,6 +375,18 @@ static void clear_system(void)
 	unlink(path);
 }
 
+/* A crossing under the system policy `system` and env: stopped. */
+static void crossing_aborts(struct run *r, const char *system, const char *const *env)
+{
+	const char *argv[] = {"tests/progs/scenario", "dlsym", "data", "launch", "cross", NULL};
+
+	write_system(system);
+	spawn(r, env, argv);
+	clear_system();
+	ck_assert_msg(killed_by(r, SIGABRT) && strstr(r->err, cg_deepgemm_message),
+		      "status %#x\n%s%s", r->status, r->out, r->err);
+}
+
 /* Every variable that could switch a crossing's stop off. */
 START_TEST(shim_locked)
 {
@@ -301,13 +398,7 @@ START_TEST(shim_locked)
 	const char *env[] = {locked_preload(), "CTXGUARD_MODE=off", "CTXGUARD_OPERANDS=off",
 			     "CTXGUARD_POLICY=none", "CTXGUARD_LIBCUDA=/nonexistent/libcuda.so.1",
 			     "CTXGUARD_CUPTI=/nonexistent/libcupti.so", log_env, NULL};
-	const char *argv[] = {"tests/progs/scenario", "dlsym", "data", "launch", "cross", NULL};
-
-	write_system(system_conf);
-	spawn(&r, env, argv);
-	clear_system();
-	ck_assert_msg(killed_by(&r, SIGABRT) && strstr(r.err, cg_deepgemm_message),
-		      "status %#x\n%s%s", r.status, r.out, r.err);
+	crossing_aborts(&r, system_conf, env);
 	static const char *const refused[] = {
 		"CTXGUARD_POLICY=none refused", "mode = off (CTXGUARD_MODE) refused",
 		"operands = off (CTXGUARD_OPERANDS) refused", "(CTXGUARD_LOG) refused",
@@ -323,6 +414,56 @@ START_TEST(shim_locked)
 	ck_assert_msg(log && count_of(log, "\"event\":\"lock_refused\"") == NELEMS(refused) &&
 		      strstr(log, "\"event\":\"crossing\""), "%s", log ? log : "no log");
 	ck_assert_msg(access(in_tmpdir("user.jsonl"), F_OK) != 0, "CTXGUARD_LOG was opened");
+}
+END_TEST
+
+/* The shim with a system policy it cannot read: locked at the strictest,
+ * said on stderr and in the (user's) log, every loosening refused; and no
+ * line of a user's secret file quoted on stderr or in the log. */
+START_TEST(shim_unreadable_system)
+{
+	static struct run r;
+	char log_env[300], user_env[300];
+	snprintf(log_env, sizeof log_env, "CTXGUARD_LOG=%s", in_tmpdir("user.jsonl"));
+	write_to(user_file, SECRET, 0);
+	snprintf(user_env, sizeof user_env, "CTXGUARD_POLICY=%s", user_file);
+	const char *env[] = {locked_preload(), "CTXGUARD_MODE=off", "CTXGUARD_METRICS=none",
+			     user_env, log_env, NULL};
+	crossing_aborts(&r, SECRET, env);
+	ck_assert_msg(strstr(r.err, "locked at the strictest built-in policy") &&
+		      strstr(r.err, "mode = off (CTXGUARD_MODE) refused") &&
+		      strstr(r.err, ":1: not a policy file") && !strstr(r.err, "s3cr3t"),
+		      "%s", r.err);
+	const char *log = slurp(in_tmpdir("user.jsonl"));
+	ck_assert_msg(log && strstr(log, "locked at the strictest") &&
+		      strstr(log, "\"event\":\"lock_refused\"") && !strstr(log, "s3cr3t"),
+		      "%s", log ? log : "no log");
+}
+END_TEST
+
+/* The system's metrics file stays, whatever the variable asks. */
+START_TEST(shim_locked_metrics)
+{
+	static struct run r;
+	char system_conf[512], metrics_env[300];
+	snprintf(system_conf, sizeof system_conf, "lock = on\nmode = warn\nmetrics = %s\n",
+		 in_tmpdir("system.prom"));
+	snprintf(metrics_env, sizeof metrics_env, "CTXGUARD_METRICS=%s", in_tmpdir("user.prom"));
+	const char *argv[] = {"tests/progs/scenario", "dlsym", "data", "launch", "cross", NULL};
+	const char *none[] = {locked_preload(), "CTXGUARD_METRICS=none", NULL};
+	const char *other[] = {locked_preload(), metrics_env, NULL};
+	const char *const *envs[] = {none, other};
+
+	write_system(system_conf);
+	for (int i = 0; i < 2; i++) {
+		unlink(in_tmpdir("system.prom"));
+		spawn(&r, envs[i], argv);
+		ck_assert_msg(count_of(r.err, "(CTXGUARD_METRICS) refused") == 1 &&
+			      access(in_tmpdir("system.prom"), F_OK) == 0 &&
+			      access(in_tmpdir("user.prom"), F_OK) != 0,
+			      "status %#x\n%s", r.status, r.err);
+	}
+	clear_system();
 }
 END_TEST
 
@@ -383,12 +524,16 @@ static Suite *suite(void)
 	tcase_add_test(tc, unlocked_as_before);
 	tcase_add_test(tc, action_order);
 	tcase_add_test(tc, many_refusals_counted);
+	tcase_add_test(tc, system_unreadable_strictest);
+	tcase_add_test(tc, secret_file_not_quoted);
 	tcase_set_timeout(tc, 60);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("shim");
 	tcase_add_checked_fixture(tc, setup, tmpdir_remove);
 	tcase_add_test(tc, shim_locked);
 	tcase_add_test(tc, shim_unlocked);
+	tcase_add_test(tc, shim_unreadable_system);
+	tcase_add_test(tc, shim_locked_metrics);
 	tcase_add_test(tc, shim_locked_command);
 	tcase_set_timeout(tc, 60);
 	suite_add_tcase(s, tc);
