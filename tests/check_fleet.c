@@ -439,6 +439,39 @@ START_TEST(metrics_only_over_regular_files)
 }
 END_TEST
 
+static void aborting_crossing(void)
+{
+	setup("abort");
+	cross();
+}
+
+/* abort() runs no destructor: the summary record and the metrics are
+ * written before it, so the crossing that stopped the program is counted. */
+START_TEST(abort_writes_summary_and_metrics)
+{
+	unset_job();
+	log_to(".%p.jsonl");
+	char metrics[160];
+	snprintf(metrics, sizeof metrics, "/tmp/ctxguard-fleet-%d.prom", (int)getpid());
+	setenv("CTXGUARD_METRICS", metrics, 1);
+	pid_t child = spawn_fn(&r, aborting_crossing);
+	ck_assert_msg(killed_by(&r, SIGABRT), "status %#x\n%s", r.status, r.err);
+	char *text = slurp(metrics);
+	unlink(metrics);
+	char want[160];
+	snprintf(want, sizeof want, "ctxguard_crossings_total{pid=\"%d\",action=\"abort\"} 1\n",
+		 (int)child);
+	ck_assert_msg(text && strstr(text, want), "want %s in\n%s", want, text ? text : "no metrics");
+	char path[300];
+	snprintf(path, sizeof path, "/tmp/ctxguard-fleet-%d.%d.jsonl", (int)getpid(), (int)child);
+	char *log = slurp(path);
+	unlink(path);
+	char *summary = log ? record(log, "summary") : NULL;
+	ck_assert_msg(summary && strstr(summary, "\"abort\":1"), "%s", log ? log : "no log");
+	free(summary);
+}
+END_TEST
+
 /* The crossing record in the log of process pid (log_to(".%p.jsonl")),
  * whose file is removed. */
 static char *crossing_logged_by(pid_t pid)
@@ -591,6 +624,7 @@ int main(void)
 	tcase_add_test(t, metrics_file_at_exit);
 	tcase_add_test(t, metrics_only_over_regular_files);
 	tcase_add_test(t, syslog_drops_counted);
+	tcase_add_test(t, abort_writes_summary_and_metrics);
 	tcase_add_test(t, fork_child_reads_its_identity);
 	tcase_add_test(t, fork_child_asks_names_its_parent_was_asking);
 	tcase_add_test(t, silent_unless_something_happened);
