@@ -178,6 +178,14 @@ void *cg_real_libc(int which);
 void *cg_real_dlsym(void *handle, const char *name);
 void *cg_real_dlvsym(void *handle, const char *name, const char *version);
 
+/* ---- second copies of the driver (shim/drivers.c) ---- */
+
+/* p, what a lookup of `name` on handle through `api` found: itself, or
+ * NULL when it lies in a CUDA driver other than the hooked one and the
+ * policy is locked (unlocked, that driver is said once and counted as
+ * unhooked). */
+void *cg_driver_lookup(void *handle, void *p, const char *api, const char *name);
+
 /* ---- start-up (shim/init.c) ---- */
 
 extern const struct cg_policy *cg_policy;   /* valid once cg_ready() */

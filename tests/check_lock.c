@@ -467,6 +467,35 @@ START_TEST(shim_locked_metrics)
 }
 END_TEST
 
+/* A second copy of the driver, by another path or in a namespace of its
+ * own: locked, the lookup or the load is refused; unlocked, said and let
+ * through. */
+START_TEST(shim_second_driver)
+{
+	static struct run r;
+	char cmd[8400], copy[300];
+	snprintf(copy, sizeof copy, "%s", in_tmpdir("libcuda.so.1"));
+	snprintf(cmd, sizeof cmd, "cp '%s/fake/libcuda.so.1' '%s'", build_dir(), copy);
+	ck_assert_int_eq(system(cmd), 0);
+	const char *env[] = {locked_preload(), NULL};
+	const char *by_copy[] = {"tests/progs/drivers", "copy", copy, NULL};
+	const char *by_ns[] = {"tests/progs/drivers", "dlmopen", "libcuda.so.1", NULL};
+	for (int locked = 0; locked < 2; locked++) {
+		write_system(locked ? "lock = on\n" : "mode = abort\n");
+		spawn(&r, env, by_copy);
+		ck_assert_msg(exited(&r, 0) && strstr(r.out, locked ? "lookup: refused" : "lookup: found") &&
+			      strstr(r.err, locked ? "cuLaunchKernel refused: " : "dlsym cuLaunchKernel: ") &&
+			      strstr(r.err, "is a second CUDA driver"),
+			      "locked %d: status %#x\n%s%s", locked, r.status, r.out, r.err);
+		spawn(&r, env, by_ns);
+		ck_assert_msg(exited(&r, 0) && strstr(r.out, locked ? "dlmopen: refused" : "dlmopen: loaded") &&
+			      strstr(r.err, "is a second CUDA driver"),
+			      "locked %d: status %#x\n%s%s", locked, r.status, r.out, r.err);
+	}
+	clear_system();
+}
+END_TEST
+
 /* The same variables with the system policy unlocked: honoured as ever. */
 START_TEST(shim_unlocked)
 {
@@ -534,6 +563,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, shim_unlocked);
 	tcase_add_test(tc, shim_unreadable_system);
 	tcase_add_test(tc, shim_locked_metrics);
+	tcase_add_test(tc, shim_second_driver);
 	tcase_add_test(tc, shim_locked_command);
 	tcase_set_timeout(tc, 60);
 	suite_add_tcase(s, tc);
