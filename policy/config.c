@@ -237,6 +237,9 @@ static const struct setting {
 	{"redirect_fallback", "CTXGUARD_REDIRECT_FALLBACK", V_FALLBACK,
 	 offsetof(struct cg_policy, redirect_fallback)},
 	{"metrics", "CTXGUARD_METRICS", V_PATH, offsetof(struct cg_policy, metrics_path)},
+	/* File only (CTXGUARD_CUPTI is the variable, refused under a lock):
+	 * a locked backstop loads this file and no other. */
+	{"cupti", NULL, V_PATH, offsetof(struct cg_policy, cupti_path)},
 	/* File only: the built-in rules are dropped only by a file that
 	 * brings rules of its own. */
 	{"defaults", NULL, V_BOOL, offsetof(struct cg_policy, defaults)},
@@ -714,6 +717,7 @@ void cg_policy_free(struct cg_policy *p)
 	free(p->rules);
 	free(p->log_path);
 	free(p->metrics_path);
+	free(p->cupti_path);
 	free(p->source);
 	for (size_t i = 0; i < p->nerrors; i++)
 		free(p->errors[i]);

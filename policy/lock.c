@@ -55,6 +55,8 @@ static const struct locked {
 	{"lock", offsetof(struct cg_policy, lock), O_NUMBER},
 	{"redirect_fallback", offsetof(struct cg_policy, redirect_fallback), O_ACTION},
 	{"backstop", offsetof(struct cg_policy, backstop), O_NUMBER},
+	/* A user's file naming a stub would leave the backstop blind. */
+	{"cupti", offsetof(struct cg_policy, cupti_path), O_PATH},
 };
 
 #define NLOCKED (sizeof locked / sizeof locked[0])

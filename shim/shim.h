@@ -499,7 +499,8 @@ const char *cg_error_message(CUresult code);
 	X(HOOKED_DLSYM, "hooked_by_dlsym", NULL, NULL, NULL)                 \
 	X(HOOKED_PROCADDR, "hooked_by_getprocaddress", NULL, NULL, NULL)    \
 	X(LOG_LOST, "log_records_lost", NULL, NULL, NULL)                    \
-	X(UNHOOKED, "unhooked", NULL, NULL, NULL)
+	X(UNHOOKED, "unhooked", NULL, NULL, NULL)                            \
+	X(BACKSTOP_YIELDED, "backstop_yielded", NULL, NULL, NULL)
 
 enum cg_counter {
 #define X(name, ...) CG_C_##name,

@@ -236,6 +236,24 @@ START_TEST(audit_fails_without_cupti)
 }
 END_TEST
 
+/* A libcupti that takes the subscription and never calls back (a stub)
+ * fails the self-check: the backstop says it is off, and an audit fails. */
+START_TEST(stub_cupti_fails_the_self_check)
+{
+	setenv("CG_FAKE_CUPTI_STUB", "1", 1);
+	prog("warn", "on", "hooked", "same", "none", NULL);
+	ck_assert_msg(exited(&r, 0) && strstr(r.err, "did not call back at the self-check's launch") &&
+		      strstr(r.err, "backstop off: unhooked 0"), SHOW);
+	command("--audit", "same", NULL);
+	ck_assert_msg(exited(&r, 9), SHOW);
+	ck_assert_msg(strstr(r.err, "ran without the backstop: the audit is incomplete"), SHOW);
+	/* a working one passes it, silently */
+	unsetenv("CG_FAKE_CUPTI_STUB");
+	prog("warn", "on", "hooked", "same", "none", NULL);
+	ck_assert_msg(exited(&r, 0) && !strstr(r.err, "backstop off"), SHOW);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("backstop");
@@ -251,6 +269,7 @@ static Suite *suite(void)
 	tcase_add_test(t, unhooked_deprecated_launch_checks_its_parameters);
 	tcase_add_test(t, audit_fails_on_unhooked);
 	tcase_add_test(t, audit_fails_without_cupti);
+	tcase_add_test(t, stub_cupti_fails_the_self_check);
 	suite_add_tcase(s, t);
 	return s;
 }

@@ -496,6 +496,65 @@ START_TEST(shim_second_driver)
 }
 END_TEST
 
+/* A locked backstop loads CUPTI only from the policy's `cupti` or the
+ * toolkit: a library on LD_LIBRARY_PATH or in LD_PRELOAD is not taken. */
+START_TEST(shim_locked_cupti_path)
+{
+	static struct run r;
+	char cupti[4200], path_env[8400], preload_env[8400], system_conf[4400];
+	snprintf(cupti, sizeof cupti, "%s/fake/cupti/libcupti.so", build_dir());
+	snprintf(path_env, sizeof path_env, "LD_LIBRARY_PATH=%s/fake/cupti:%s/fake", build_dir(),
+		 build_dir());
+	const char *pre = locked_preload();
+	snprintf(preload_env, sizeof preload_env, "LD_PRELOAD=%s:%s", cupti, pre + strlen("LD_PRELOAD="));
+	const char *argv[] = {"tests/progs/unhooked", "launch", "same", "none", NULL};
+	const char *by_path[] = {pre, path_env, NULL};
+	const char *by_preload[] = {preload_env, NULL};
+	const char *const *envs[] = {by_path, by_preload};
+
+	write_system("lock = on\nbackstop = on\n");
+	for (int i = 0; i < 2; i++) {
+		spawn(&r, envs[i], argv);
+		ck_assert_msg(strstr(r.err, "ctxguard: backstop off: ") && !strstr(r.err, "unhooked 1"),
+			      "%s: status %#x\n%s", i ? "LD_PRELOAD" : "LD_LIBRARY_PATH", r.status, r.err);
+	}
+	/* the file the system policy names is loaded, and watches */
+	snprintf(system_conf, sizeof system_conf, "lock = on\nbackstop = on\ncupti = %s\n", cupti);
+	write_system(system_conf);
+	spawn(&r, envs[0], argv);
+	clear_system();
+	ck_assert_msg(strstr(r.err, "backstop: unhooked 1") && !strstr(r.err, "backstop off"),
+		      "status %#x\n%s", r.status, r.err);
+}
+END_TEST
+
+/* The program's own cuptiSubscribe makes a locked backstop step aside:
+ * said, logged, counted, and the audit fails. */
+START_TEST(shim_locked_backstop_yields)
+{
+	static struct run r;
+	char cupti[4200], cupti_env[4300], system_conf[4400], lib_env[4200], prog[4096];
+	snprintf(cupti, sizeof cupti, "%s/fake/cupti/libcupti.so", build_dir());
+	snprintf(cupti_env, sizeof cupti_env, "CTXGUARD_CUPTI=%s", cupti);
+	snprintf(system_conf, sizeof system_conf, "lock = on\nbackstop = on\ncupti = %s\nlog = %s\n",
+		 cupti, in_tmpdir("system.jsonl"));
+	snprintf(lib_env, sizeof lib_env, "CTXGUARD_LIBRARY=%s", locked_library());
+	snprintf(prog, sizeof prog, "%s/tests/progs/unhooked", build_dir());
+	const char *env[] = {preload_without_shim(), lib_env, cupti_env, NULL};
+	const char *argv[] = {"ctxguard", "--audit", "--error-exitcode", "9", "--", prog, "launch",
+			      "same", "after", NULL};
+
+	write_system(system_conf);
+	spawn(&r, env, argv);
+	clear_system();
+	ck_assert_msg(exited(&r, 9) && strstr(r.err, "a profiler took CUPTI's callbacks") &&
+		      strstr(r.err, "ran without the backstop"), "status %#x\n%s", r.status, r.err);
+	const char *log = slurp(in_tmpdir("system.jsonl"));
+	ck_assert_msg(log && strstr(log, "\"backstop_yielded\":1") &&
+		      strstr(log, "\"state\":\"off\""), "%s", log ? log : "no log");
+}
+END_TEST
+
 /* The same variables with the system policy unlocked: honoured as ever. */
 START_TEST(shim_unlocked)
 {
@@ -564,6 +623,8 @@ static Suite *suite(void)
 	tcase_add_test(tc, shim_unreadable_system);
 	tcase_add_test(tc, shim_locked_metrics);
 	tcase_add_test(tc, shim_second_driver);
+	tcase_add_test(tc, shim_locked_cupti_path);
+	tcase_add_test(tc, shim_locked_backstop_yields);
 	tcase_add_test(tc, shim_locked_command);
 	tcase_set_timeout(tc, 60);
 	suite_add_tcase(s, tc);
