@@ -7,7 +7,9 @@
  * the two places a program can reach it: a lookup on its handle (dlsym,
  * dlvsym: shim/dlsym.c) and dlmopen, hooked here.  Under a locked policy
  * the lookup or the load is refused; unlocked, it is said once per copy and
- * counted as unhooked (an audit then fails). */
+ * counted as unhooked (an audit then fails).  And a library preloaded
+ * ahead of ctxguard that defines the driver's entry points wins over the
+ * hooks: said at start-up, as unhooked. */
 #include <dlfcn.h>
 #include <link.h>
 #include <stdatomic.h>
@@ -126,4 +128,33 @@ CG_EXPORT void *dlmopen(Lmid_t lmid, const char *file, int mode)
 		return NULL;
 	}
 	return h;
+}
+
+/* At start-up: whose definitions a program's call to these binds to.  Any
+ * object ahead of ctxguard in the global scope (an LD_PRELOAD entry before
+ * it, or the program itself) that defines one takes those calls past the
+ * hooks; only a locked backstop sees the launches then. */
+void cg_drivers_check_preloads(void)
+{
+	static const char *const names[] = {"cuLaunchKernel", "cuLaunchKernelEx", "cuGetProcAddress",
+					    "cuModuleLoadData", "cuLibraryLoadData"};
+	Dl_info self, info;
+	if (!dladdr((void *)cg_drivers_check_preloads, &self))
+		return;
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+		void *p = cg_real_dlsym(RTLD_DEFAULT, names[i]);
+		if (!p || !dladdr(p, &info) || info.dli_fbase == self.dli_fbase)
+			continue;
+		const char *path = info.dli_fname && *info.dli_fname ? info.dli_fname : "the program";
+		cg_count(CG_C_UNHOOKED);
+		cg_status_word("unhooked");
+		cg_stderr("ctxguard: %s, ahead of ctxguard in the preload order, defines %s: calls to "
+			  "it bypass the hooks (counted as unhooked; only a locked backstop sees their "
+			  "launches). Preload ctxguard first, or list it in /etc/ld.so.preload with the "
+			  "backstop locked on (docs/security.md)\n", path, names[i]);
+		char esc[1024];
+		cg_json_escape(esc, sizeof esc, path);
+		cg_log_event("unhooked", "\"api\":\"%s\",\"preload\":\"%s\"", names[i], esc);
+		return;     /* one line says it */
+	}
 }

@@ -185,6 +185,9 @@ void *cg_real_dlvsym(void *handle, const char *name, const char *version);
  * policy is locked (unlocked, that driver is said once and counted as
  * unhooked). */
 void *cg_driver_lookup(void *handle, void *p, const char *api, const char *name);
+/* At start-up: says (once) when an object ahead of ctxguard, a preload,
+ * defines the driver's entry points, which then bypass the hooks. */
+void cg_drivers_check_preloads(void);
 
 /* ---- start-up (shim/init.c) ---- */
 
