@@ -32,3 +32,10 @@ $(SUITE_CMD): shim/cli.c $(SUITE_POLICY) | $(SUITE_LIB)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS_SAN)
 
 $(BUILD)/tests/check_lock $(BUILD)/tests/check_secure: $(LOCKED_LIB)
+
+# The enforcement path, /etc/ld.so.preload with a locked backstop, in a
+# chroot (root: CI runs it; elsewhere it skips).
+.PHONY: test-preload
+test-preload: $(LOCKED_LIB) $(FAKE_LIB) $(FAKE_CUPTI) $(BUILD)/tests/progs/scenario \
+	      $(BUILD)/tests/libs/libbypass.so
+	tests/ld_so_preload.sh $(BUILD); rc=$$?; [ $$rc = 0 ] || [ $$rc = 77 ]
