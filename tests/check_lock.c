@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "policy_dump.h"
@@ -286,6 +288,32 @@ static void assert_strictest(const char *system)
 
 START_TEST(system_unreadable_strictest)
 {
+	write_to(sys_locked, "mode = warn\n", 0);
+	char *oom_env[] = {"CTXGUARD_MODE=off", NULL};
+	/* out of memory (prlimit --as): in a child, the address space capped
+	 * just above what it uses, so that reading the file fails (first,
+	 * before a freed buffer leaves room for it in the heap).  A
+	 * sanitizer's shadow memory does not run under such a cap. */
+	if (!preload_without_shim()[strlen("LD_PRELOAD=")]) {
+		pid_t child = fork();
+		if (child == 0) {
+			unsigned long pages = 0;
+			FILE *statm = fopen("/proc/self/statm", "r");
+			if (!statm || fscanf(statm, "%lu", &pages) != 1)
+				_exit(2);
+			fclose(statm);
+			struct rlimit as;
+			as.rlim_cur = as.rlim_max = pages * 4096 + (256 << 10);
+			if (setrlimit(RLIMIT_AS, &as) != 0)
+				_exit(2);
+			struct cg_policy q;
+			cg_policy_load_from(&q, oom_env, sys_locked);
+			_exit(q.lock && q.mode == CG_ACT_ABORT && q.scope == CG_SCOPE_ALL ? 0 : 1);
+		}
+		int status;
+		ck_assert_int_eq(waitpid(child, &status, 0), child);
+		ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %#x", status);
+	}
 	/* a directory, a file of another kind, a binary */
 	assert_strictest(tmpdir);
 	write_to(sys_locked, SECRET, 0);
