@@ -309,9 +309,13 @@ static void prove_live(void)
 {
 	launch_fn launch = (launch_fn)cg_real_dlsym(cg_libcuda, "cuLaunchKernel");
 	if (launch) {
+		/* Unmarked, whatever call started ctxguard on this thread. */
+		unsigned char marked = cg_hooked_call;
+		cg_hooked_call = 0;
 		probing = 1;
 		launch(NULL, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
 		probing = 0;
+		cg_hooked_call = marked;
 	}
 	if (!atomic_load(&probed)) {
 		pthread_mutex_lock(&sub_lock);
