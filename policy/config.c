@@ -884,6 +884,7 @@ static void add_user_file_locked(struct cg_policy *p, const char *path,
 		return;
 	}
 	size_t first = p->nrules;
+	/* -1 too: a file cut short by memory may have applied a part. */
 	if (load_file(p, path, label, 0) != 0) {
 		cg_lock_enforce(p, f, label);
 		cg_lock_rules(p, first, f);
