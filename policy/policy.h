@@ -47,9 +47,11 @@ struct cg_policy {
 	char *log_path;            /* JSON-lines log (%p pid, %h host, %r rank), or
 				    * "syslog[:SOCKET]"; NULL: none */
 	char *metrics_path;        /* Prometheus text file written at exit; NULL: none */
+	char *cupti_path;          /* the libcupti the backstop loads; NULL: it looks */
 	int log_mode;              /* permission bits of a log file ctxguard creates (0600) */
 	int lock;                  /* 1: the system policy is a floor (policy/lock.c) */
 	int secure;                /* 1: secure execution, CTXGUARD_* ignored */
+	int out_of_memory;         /* 1: loading lost a line or a rule to it */
 	char *source;              /* where the policy came from, for the log */
 	size_t nrules;
 	struct cg_rule *rules;

@@ -118,7 +118,11 @@ CUresult cg_act_as(struct cg_crossing *c, const struct cg_fn *fn, int action)
 
 	switch (action) {
 	case CG_ACT_ABORT:
-		/* Everything is written with write(2): nothing left to flush. */
+		/* abort() skips the destructors: the summary record and the
+		 * metrics go first, through files of their own and with no lock
+		 * this thread could be holding, so that the operator's counts
+		 * see the crossing that stopped the program. */
+		cg_report_summary();
 		abort();
 	case CG_ACT_ERROR: {
 		char *text = text_buffer();

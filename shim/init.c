@@ -105,6 +105,7 @@ static int start(void)
 	if (!cg_call.cuCtxGetCurrent || !cg_call.cuStreamGetCtx)
 		return -1;
 	cg_report_start();
+	cg_drivers_check_preloads();
 	cg_backstop_start();
 	return 1;
 }

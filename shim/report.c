@@ -54,6 +54,9 @@ static unsigned long total(int slot)
 
 unsigned long cg_counter_total(enum cg_counter c) { return total(c); }
 
+/* The summary was written (a fork child writes its own). */
+static _Atomic int summarised;
+
 /* log_fd: the log file; LOG_SYSLOG: records go to syslog; LOG_REOPEN: a
  * fork child opens its own (%p) on first use. */
 enum { LOG_NONE = -1, LOG_REOPEN = -2, LOG_SYSLOG = -3 };
@@ -317,6 +320,7 @@ void cg_report_forked(void)
 	cg_identity_forked();
 	memset(pool, 0, sizeof pool);
 	atomic_store(&next_block, 0);
+	atomic_store(&summarised, 0);
 	mine = NULL;
 }
 
@@ -431,6 +435,9 @@ static void counters_line(char *buf, size_t n, const unsigned long *t)
  * with a summary record. */
 void cg_report_summary(void)
 {
+	/* Once: before an abort, which skips the destructors, else at exit. */
+	if (atomic_exchange(&summarised, 1))
+		return;
 	size_t mods, fns, experts;
 	cg_registry_counts(&mods, &fns, &experts);
 	unsigned long t[CG_NCOUNTERS], any = mods + fns;

@@ -181,6 +181,17 @@ void *cg_real_libc(int which);
 void *cg_real_dlsym(void *handle, const char *name);
 void *cg_real_dlvsym(void *handle, const char *name, const char *version);
 
+/* ---- second copies of the driver (shim/drivers.c) ---- */
+
+/* p, what a lookup of `name` on handle through `api` found: itself, or
+ * NULL when it lies in a CUDA driver other than the hooked one and the
+ * policy is locked (unlocked, that driver is said once and counted as
+ * unhooked). */
+void *cg_driver_lookup(void *handle, void *p, const char *api, const char *name);
+/* At start-up: says (once) when an object ahead of ctxguard, a preload,
+ * defines the driver's entry points, which then bypass the hooks. */
+void cg_drivers_check_preloads(void);
+
 /* ---- start-up (shim/init.c) ---- */
 
 extern const struct cg_policy *cg_policy;   /* valid once cg_ready() */
@@ -523,7 +534,8 @@ const char *cg_error_message(CUresult code);
 	X(HOOKED_PROCADDR, "hooked_by_getprocaddress", NULL, NULL, NULL)    \
 	X(LOG_LOST, "log_records_lost", NULL, NULL, NULL)                    \
 	X(LOG_FALLBACK, "log_name_fallbacks", NULL, NULL, NULL)              \
-	X(UNHOOKED, "unhooked", NULL, NULL, NULL)
+	X(UNHOOKED, "unhooked", NULL, NULL, NULL)                            \
+	X(BACKSTOP_YIELDED, "backstop_yielded", NULL, NULL, NULL)
 
 enum cg_counter {
 #define X(name, ...) CG_C_##name,
