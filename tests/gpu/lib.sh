@@ -21,9 +21,10 @@ EOF
 )
 
 # Cases start from a clean slate: no inherited preload or ctxguard settings,
-# no core files from the abort cases.
+# no core files from the abort cases.  CTXGUARD_CACHE (where deepgemm.sh
+# keeps its build) is the suite's, not ctxguard's.
 unset LD_PRELOAD
-for _v in "${!CTXGUARD_@}"; do unset "$_v"; done
+for _v in "${!CTXGUARD_@}"; do [[ $_v == CTXGUARD_CACHE ]] || unset "$_v"; done
 unset _v
 ulimit -c 0
 
@@ -126,6 +127,21 @@ need_python() {
 	for m; do
 		"$PYTHON" -c "import $m" >/dev/null 2>&1 || skip "$PYTHON cannot import $m"
 	done
+}
+
+# need_deepgemm: the real DeepGEMM, built from its public source by
+# tests/gpu/deepgemm.sh (cached outside the repo), importable from here on
+# (PYTHONPATH, DEEPGEMM_PATH, LD_PRELOAD of the system libstdc++,
+# DG_JIT_CACHE_DIR exported); skips with the script's reason otherwise.
+# Its LD_PRELOAD stays first: ctxguard appends its own library.
+need_deepgemm() {
+	local env
+	env=$(tests/gpu/deepgemm.sh 2>"$TMP/deepgemm.log") || {
+		sed 's/^/  /' "$TMP/deepgemm.log"
+		skip "$(tail -n 1 "$TMP/deepgemm.log")"
+	}
+	grep '^deepgemm.sh: ' "$TMP/deepgemm.log" | tail -n 1
+	eval "$env"
 }
 
 # evidence NAME: what it takes to judge a ctxguard verdict from the output
