@@ -144,6 +144,64 @@ need_deepgemm() {
 	eval "$env"
 }
 
+# expect_shadowed NAME CALLS: the verdict on a run under --shadow,
+#   run NAME "$CTXGUARD" --shadow ... --log "$TMP/NAME.%p.jsonl" -- PROGRAM
+# that made CALLS DeepGEMM GEMM launches: exit 0; the exit summary's
+# "shadowed N, mismatched M, undecodable K" with N >= CALLS and M = 0; no
+# "shadow" log record of a mismatch, nor an undecodable GEMM (a DeepGEMM
+# kernel that is no GEMM, transpose_fp32, has no bundled twin: listed, not
+# failed).  Prints the count and the worst error per (dtype, layout).
+expect_shadowed() {
+	local summary
+	summary=$(grep -aoE 'shadowed [0-9]+, mismatched [0-9]+, undecodable [0-9]+' "$TMP/$1.err")
+	echo "summary: ${summary:-none}"
+	if ! (
+		expect_status 0
+		[[ -n $summary ]] || fail "no 'shadowed N, mismatched M, undecodable K' on stderr"
+		"$PYTHON" - "$2" "$summary" "$TMP/$1".*.jsonl <<'PY' || fail "shadow verdict (above)"
+import collections, json, re, sys
+calls, summary, logs = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
+shadowed, mismatched, undecodable = map(int, re.findall(r"\d+", summary))
+recs = [r for f in logs for r in map(json.loads, open(f)) if r.get("event") == "shadow"]
+worst, count, bad, other = collections.defaultdict(float), collections.Counter(), [], collections.Counter()
+for r in recs:
+    form = "%s %s" % (r.get("dtype"), r.get("layout"))
+    if r.get("result") == "match":
+        count[form] += 1
+        worst[form] = max(worst[form], float(r.get("max_rel_err") or 0))
+    elif r.get("result") == "undecodable" and "gemm" not in str(r.get("kernel")):
+        other[r.get("kernel")] += 1
+    else:
+        bad.append(r)
+for form in sorted(count):
+    print("  %-28s %5d shadowed launches, worst rel error %.2e" % (form, count[form], worst[form]))
+for kernel, n in other.items():
+    print("  not a GEMM, no bundled twin (%d launches): %s" % (n, kernel))
+for r in bad[:10]:
+    print("  %s %s: %s %s, rel error %s (tolerance %s): %s" % (
+        r.get("result"), r.get("kernel"), r.get("dtype"), r.get("layout"), r.get("max_rel_err"),
+        r.get("tolerance"), r.get("reason")))
+ok = True
+if shadowed < calls:
+    print("shadowed %d launches, the program made %d GEMM calls" % (shadowed, calls)); ok = False
+if mismatched or any(r.get("result") == "mismatch" for r in bad):
+    print("%d mismatched" % max(mismatched, len(bad))); ok = False
+if bad:
+    print("%d GEMM launch(es) not decoded or not matched" % len(bad)); ok = False
+sys.exit(0 if ok else 1)
+PY
+	); then
+		return 0
+	fi
+	evidence "$1"
+	exit 1
+}
+
+# need_shadow: this ctxguard has --shadow.
+need_shadow() {
+	"$CTXGUARD" --help 2>&1 | grep -q -- '--shadow' || fail "$CTXGUARD has no --shadow option"
+}
+
 # evidence NAME: what it takes to judge a ctxguard verdict from the output
 # alone: every ctxguard line on stderr (reports, summaries), the end of
 # stderr (a traceback), and for each JSON log $TMP/NAME.*.jsonl its crossing
