@@ -47,6 +47,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path[:0] = [HERE, os.path.join(ROOT, "bench"), os.path.join(ROOT, "examples")]
+import deepgemm_ctypes as dgc  # noqa: E402
 from test_grouped_mm import quant_blocks, quant_rows  # noqa: E402
 
 PROG = "deepgemm_real"
@@ -102,12 +103,9 @@ def padded(counts, align):
 
 
 def contiguous_layout(counts, align):
-    """DeepGEMM's per-row group ids (-1 for padding) and rows kept, over
-    groups padded to align rows."""
-    ids = []
-    for g, (c, p) in enumerate(zip(counts, padded(counts, align))):
-        ids += [g] * c + [-1] * (p - c)
-    ids = torch.tensor(ids, dtype=torch.int32, device="cuda")
+    """DeepGEMM's per-row group ids (-1 for padding rows, each group padded
+    to align rows) and the rows kept."""
+    ids = dgc.contiguous_layout(counts, "cuda", align)
     return ids, ids >= 0
 
 
@@ -339,58 +337,24 @@ def model():
 
 # ---- a created context ----
 
-class Driver:
-    """The few driver calls torch does not offer, through ctypes."""
-
-    def __init__(self):
-        self.cu = ctypes.CDLL("libcuda.so.1")
-
-    def __call__(self, name, *args):
-        rc = getattr(self.cu, name)(*args)
-        if rc != 0:
-            raise RuntimeError("%s failed: CUDA error %d" % (name, rc))
-
-    def query(self, stream):
-        return self.cu.cuStreamQuery(ctypes.c_void_p(stream))
-
-    def created_context(self):
-        """A cuCtxCreate context on device 0, left off the thread's stack so
-        that torch keeps its primary context current."""
-        ctx, dev = ctypes.c_void_p(), ctypes.c_int()
-        self("cuDeviceGet", ctypes.byref(dev), 0)
-        if hasattr(self.cu, "cuCtxCreate_v4"):
-            self("cuCtxCreate_v4", ctypes.byref(ctx), None, 0, dev)
-        else:
-            self("cuCtxCreate_v2", ctypes.byref(ctx), 0, dev)
-        self("cuCtxPopCurrent_v2", ctypes.byref(ctypes.c_void_p()))
-        return ctx
-
-    def stream(self, ctx):
-        s = ctypes.c_void_p()
-        self("cuCtxPushCurrent_v2", ctx)
-        self("cuStreamCreate", ctypes.byref(s), 1)  # CU_STREAM_NON_BLOCKING
-        self("cuCtxPopCurrent_v2", ctypes.byref(ctypes.c_void_p()))
-        return s.value
-
-
-def producer(drv, ctx, side, launch, copies):
-    """On `side` (created context): wait for a host flag, then copy each
-    (dst, src) tensor pair; `launch` waits for `side` through an event.
-    Returns the flag (a host uint32; set it to 1 to release)."""
-    flag = ctypes.c_void_p()
-    ev = ctypes.c_void_p()
-    drv("cuCtxPushCurrent_v2", ctx)
-    drv("cuMemAllocHost_v2", ctypes.byref(flag), ctypes.c_size_t(4))
-    ctypes.c_uint32.from_address(flag.value).value = 0
-    drv("cuStreamWaitValue32_v2", ctypes.c_void_p(side), ctypes.c_uint64(flag.value), ctypes.c_uint32(1),
-        ctypes.c_uint(0))  # CU_STREAM_WAIT_VALUE_GEQ
-    for dst, src in copies:
-        drv("cuMemcpyDtoDAsync_v2", ctypes.c_uint64(dst.data_ptr()), ctypes.c_uint64(src.data_ptr()),
-            ctypes.c_size_t(src.numel() * src.element_size()), ctypes.c_void_p(side))
-    drv("cuEventCreate", ctypes.byref(ev), 2)  # CU_EVENT_DISABLE_TIMING
-    drv("cuEventRecord", ev, ctypes.c_void_p(side))
-    drv("cuStreamWaitEvent", ctypes.c_void_p(launch), ev, 0)
-    drv("cuCtxPopCurrent_v2", ctypes.byref(ctypes.c_void_p()))
+def producer(ctx, side, launch, copies):
+    """On stream `side` of ctx: wait for a host flag, then copy each (dst,
+    src) tensor pair; stream `launch` waits for `side` through an event.
+    Returns the flag (a host uint32: 1 releases it)."""
+    cu, flag, ev = dgc._cuda(), ctypes.c_void_p(), ctypes.c_void_p()
+    side, launch = ctypes.c_void_p(side.cuda_stream), ctypes.c_void_p(launch.cuda_stream)
+    with dgc.pushed(ctx):
+        dgc.check(cu.cuMemAllocHost_v2(ctypes.byref(flag), ctypes.c_size_t(4)), "cuMemAllocHost")
+        ctypes.c_uint32.from_address(flag.value).value = 0
+        dgc.check(cu.cuStreamWaitValue32_v2(side, ctypes.c_uint64(flag.value), ctypes.c_uint32(1),
+                                            ctypes.c_uint(0)), "cuStreamWaitValue32")  # GEQ
+        for dst, src in copies:
+            dgc.check(cu.cuMemcpyDtoDAsync_v2(ctypes.c_uint64(dst.data_ptr()), ctypes.c_uint64(src.data_ptr()),
+                                              ctypes.c_size_t(src.numel() * src.element_size()), side),
+                      "cuMemcpyDtoDAsync")
+        dgc.check(cu.cuEventCreate(ctypes.byref(ev), 2), "cuEventCreate")  # CU_EVENT_DISABLE_TIMING
+        dgc.check(cu.cuEventRecord(ev, side), "cuEventRecord")
+        dgc.check(cu.cuStreamWaitEvent(launch, ev, 0), "cuStreamWaitEvent")
     return ctypes.c_uint32.from_address(flag.value)
 
 
@@ -412,27 +376,24 @@ def handle(dtype, ordered):
     if not err <= TOL[dtype]:
         return 1
 
-    drv = Driver()
-    ctx = drv.created_context()
-    launch = drv.stream(ctx)
-    say("created context 0x%x on device 0, stream 0x%x" % (ctx.value, launch))
+    ctx = dgc.created_context(0)
+    launch = dgc.context_stream(ctx)
+    say("created context 0x%x on device 0, stream 0x%x" % (ctx.value, launch.cuda_stream))
     a, b = p.operands(dtype)
     flag = None
     if ordered:
         # The created context's other stream writes the operands the call reads.
-        final = [x.clone() for x in ((p.a,) if dtype == "bf16" else (p.aq, p.sa))]
-        for x in final:
-            x.zero_()
+        srcs = (p.a,) if dtype == "bf16" else (p.aq, p.sa)
+        dsts = [torch.zeros_like(x) for x in srcs]
+        a = dsts[0] if dtype == "bf16" else tuple(dsts)
         torch.cuda.synchronize()
-        copies = list(zip(final, (p.a,) if dtype == "bf16" else (p.aq, p.sa)))  # (dst, src)
-        a = final[0] if dtype == "bf16" else (final[0], final[1])
-        flag = producer(drv, ctx, drv.stream(ctx), launch, copies)
+        flag = producer(ctx, dgc.context_stream(ctx), launch, list(zip(dsts, srcs)))
         say("a stream of the created context writes A after a host flag; the launch stream waits for it")
     d = torch.zeros(p.m, n, device="cuda", dtype=torch.bfloat16)
-    ext = torch.cuda.ExternalStream(launch, device="cuda:0")
+    torch.cuda.synchronize()  # torch's own work is on the primary context's streams
     say("calling %s on the created context's stream" % gemm.__name__)
     try:
-        with torch.cuda.stream(ext):
+        with torch.cuda.stream(launch):
             gemm(a, b, d, layout)
     except RuntimeError as exc:
         print(exc, file=sys.stderr, flush=True)
@@ -440,13 +401,13 @@ def handle(dtype, ordered):
     say("call returned")
     if flag is not None:
         time.sleep(0.3)
-        busy = drv.query(launch) == 600  # CUDA_ERROR_NOT_READY
+        busy = dgc._cuda().cuStreamQuery(ctypes.c_void_p(launch.cuda_stream)) == 600  # NOT_READY
         say("launch stream still waiting for the other stream 0.3 s after the call: %s" % ("yes" if busy else "no"))
         flag.value = 1
         if not busy:
             say("the call did not wait for the created context's other stream")
             return 4
-    drv("cuStreamSynchronize", ctypes.c_void_p(launch))
+    dgc.check(dgc._cuda().cuStreamSynchronize(ctypes.c_void_p(launch.cuda_stream)), "cuStreamSynchronize")
     torch.cuda.synchronize()
     err = rel_err(d[keep], d_primary[keep])
     say("%s: created context: rel error %.2e vs the primary context's D" % (dtype, err))

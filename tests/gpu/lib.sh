@@ -48,10 +48,55 @@ pass() { echo "PASS: $*"; exit 0; }
 fail() { echo "FAIL: $*"; exit 1; }
 skip() { echo "SKIP: $*"; exit 77; }
 
+# need_gpus N [WHY]: skips with fewer than N visible GPUs, saying why one
+# GPU cannot show the case's point when WHY is given.
 need_gpus() {
 	local have
 	have=$(gpu_count)
-	(( have >= $1 )) || skip "needs $1 GPU(s), $have visible"
+	(( have >= $1 )) || skip "needs $1 GPU(s), $have visible${2:+: $2}"
+}
+
+# Why the silent crossings (kind b: an operand on another device) need two
+# GPUs: a second context on the same device has its memory there.
+# shellcheck disable=SC2034  # the cases' to use
+OPERAND_ON_ANOTHER_DEVICE="an operand on another device needs a second device (memory of a context created on device 0 is device 0's, and the driver accepts it there)"
+
+# second_context: SECOND, the option that gives the route programs
+# (deepgemm_route, deepgemm_redirect, unhooked_route, deepgemm_torch.py) the
+# second context of a handle crossing: () for device 1's primary context
+# where two GPUs are visible, (--created) for a context cuCtxCreate makes on
+# device 0 where one is: the driver refuses a function of one context in
+# another of the same device (400) as across devices.  SECOND_CONTEXT=created
+# or device1 chooses (created runs the one-GPU twins on a larger machine).
+second_context() {
+	case ${SECOND_CONTEXT:-auto} in
+	created) need_gpus 1; SECOND=(--created) ;;
+	device1) need_gpus 2; SECOND=() ;;
+	auto) need_gpus 1; if (( $(gpu_count) >= 2 )); then SECOND=(); else SECOND=(--created); fi ;;
+	*) fail "SECOND_CONTEXT=$SECOND_CONTEXT: expected created or device1" ;;
+	esac
+	if (( ${#SECOND[@]} )); then
+		echo "second context: a context created on device 0 (--created)"
+	else
+		echo "second context: device 1's primary context"
+	fi
+}
+
+# expect_both_contexts DIAG: ctxguard's report names the owner and the
+# launch context: devices 0 and 1, or, with a created context, two
+# different contexts on device 0.
+expect_both_contexts() {
+	local owner launch
+	if (( ${#SECOND[@]} == 0 )); then
+		grep -qiE "$(device_re 0)" "$1" || fail "diagnostics do not name device 0"
+		grep -qiE "$(device_re 1)" "$1" || fail "diagnostics do not name device 1"
+		return 0
+	fi
+	owner=$(grep -m 1 -oE '^ctxguard: owner: context 0x[0-9a-f]+ on device 0' "$1" | grep -oE '0x[0-9a-f]+')
+	launch=$(grep -m 1 -oE '^ctxguard: launch: context 0x[0-9a-f]+ on device 0' "$1" | grep -oE '0x[0-9a-f]+')
+	[[ -n $owner && -n $launch ]] || fail "diagnostics do not name an owner and a launch context on device 0"
+	[[ $owner != "$launch" ]] || fail "owner and launch context are the same ($owner)"
+	echo "owner context $owner, launch context $launch, both on device 0"
 }
 
 need_files() {

@@ -9,7 +9,7 @@
 . "$(dirname "$0")/../lib.sh"
 # shellcheck source=tests/gpu/redirect.sh
 . "$(dirname "$0")/../redirect.sh"
-need_gpus 2
+need_gpus 2 "case 32 is its one-GPU twin"
 need_python torch
 need_files "$CTXGUARD" examples/deepgemm_torch.py
 need_deepgemm

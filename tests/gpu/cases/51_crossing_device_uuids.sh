@@ -6,7 +6,7 @@
 # nvidia-smi lists them.
 # shellcheck source=tests/gpu/lib.sh
 . "$(dirname "$0")/../lib.sh"
-need_gpus 2
+need_gpus 2 "the record must name two GPUs"
 need_files "$CTXGUARD" "$ROUTE" "$CUBIN"
 run warn "$CTXGUARD" --mode warn --log "$TMP/warn.%p.jsonl" -- "$ROUTE" cross "$CUBIN"
 show warn
