@@ -128,13 +128,15 @@ command -v "$PYTHON" >/dev/null || cannot "no $PYTHON"
 id=$(torch_id) || cannot "$PYTHON cannot import torch"
 # One build at a time; a second caller waits and reuses it.
 exec 9>"$CACHE/lock"
-flock 9 || cannot "cannot lock $CACHE/lock"
+if command -v flock >/dev/null; then
+	flock 9 || cannot "cannot lock $CACHE/lock"
+fi
 if [[ $(cat "$CACHE/stamp" 2>/dev/null) != "$id" ]] || ! compgen -G "$SRC/deep_gemm/_C*.so" >/dev/null; then
 	rm -f "$CACHE/stamp"
 	build || cannot "no build (see above)"
 	echo "$id" >"$CACHE/stamp"
 fi
-flock -u 9
+exec 9>&-
 with_env "$PYTHON" -c 'import deep_gemm' >"$CACHE/import.log" 2>&1 ||
 	{ tail -n 5 "$CACHE/import.log" >&2; cannot "import deep_gemm failed: $(tail -n 1 "$CACHE/import.log")"; }
 say "deep_gemm ${DG_COMMIT:0:7} ready in $SRC"

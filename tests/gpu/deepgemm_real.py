@@ -279,7 +279,13 @@ def model():
     from checks import Checks
     from moe_device_map import make_config
     from transformers import AutoModelForCausalLM
+    from transformers.integrations.moe import ALL_EXPERTS_FUNCTIONS
     dg = load()
+    try:
+        ALL_EXPERTS_FUNCTIONS["deepgemm"]
+    except KeyError:
+        say("transformers %s has no 'deepgemm' experts implementation" % __import__("transformers").__version__)
+        return 5
     checks = Checks(PROG)
     dg.set_mk_alignment_for_contiguous_layout(128)
     calls = count_calls(dg)
