@@ -34,12 +34,15 @@ handle  DeepGEMM's first call on the primary context (its CUfunction is
 
 exit codes: 0 ok ("deepgemm_real: ok"), 1 usage, set-up or a failed check,
 3 DeepGEMM raised a CUDA driver error (its message on stderr), 4 wrong D in
-the created context, 5 not reproducible here (no Hopper GPU, or no
-deep_gemm).
+the created context, or the call did not wait for the other stream, 5 not
+reproducible here (no Hopper GPU, no deep_gemm, no "deepgemm" experts in
+transformers), 6 --ordered: the call waited on the host for the other
+stream (released by a watchdog after 20 s).
 """
 import ctypes
 import os
 import sys
+import threading
 import time
 
 import torch
@@ -390,7 +393,9 @@ def handle(dtype, ordered):
     if ordered:
         # The created context's other stream writes the operands the call reads.
         srcs = (p.a,) if dtype == "bf16" else (p.aq, p.sa)
-        dsts = [torch.zeros_like(x) for x in srcs]
+        dsts = [torch.empty_like(x) for x in srcs]
+        for x in dsts:
+            x.view(torch.uint8).zero_()  # wrong until the other stream's copy
         a = dsts[0] if dtype == "bf16" else tuple(dsts)
         torch.cuda.synchronize()
         flag = producer(ctx, dgc.context_stream(ctx), launch, list(zip(dsts, srcs)))
@@ -398,13 +403,23 @@ def handle(dtype, ordered):
     d = torch.zeros(p.m, n, device="cuda", dtype=torch.bfloat16)
     torch.cuda.synchronize()  # torch's own work is on the primary context's streams
     say("calling %s on the created context's stream" % gemm.__name__)
+    watchdog = None
+    if flag is not None:  # a call that waited for the flag on the host would never return
+        watchdog = threading.Timer(20.0, lambda: setattr(flag, "value", 2))
+        watchdog.start()
     try:
         with torch.cuda.stream(launch):
             gemm(a, b, d, layout)
     except RuntimeError as exc:
         print(exc, file=sys.stderr, flush=True)
         return 3
+    finally:
+        if watchdog:
+            watchdog.cancel()
     say("call returned")
+    if flag is not None and flag.value == 2:
+        say("blocked: the call returned only after a watchdog set the flag 20 s later (it waited on the host)")
+        return 6
     if flag is not None:
         time.sleep(0.3)
         busy = dgc._cuda().cuStreamQuery(ctypes.c_void_p(launch.cuda_stream)) == 600  # NOT_READY

@@ -30,11 +30,12 @@ verdict() {  # NAME WHAT: a failed check is named, the case goes on
 }
 refused() {
 	[[ $STATUS == 3 ]] || { echo "exit $STATUS, not 3"; return 1; }
+	grep -q '^deepgemm_real: calling' "$TMP/$1.out" || { echo "the call in the primary context failed"; return 1; }
 	grep -aq 'CUDA_ERROR_INVALID_HANDLE\|400' "$TMP/$1.err" || { echo "no 400 from the driver"; return 1; }
 }
 aborted() {
 	[[ $STATUS == 134 ]] || { echo "exit $STATUS, not 134"; return 1; }
-	[[ $(head -n 1 "$TMP/$1.err") == "$DEEPGEMM_MESSAGE" ]] || { echo "first stderr line is not the documented message"; return 1; }
+	grep -qxF -- "$DEEPGEMM_MESSAGE" "$TMP/$1.err" || { echo "no stderr line is the documented message"; return 1; }
 	! grep -q '^deepgemm_real: call returned' "$TMP/$1.out" || { echo "the call returned"; return 1; }
 }
 raised() {
@@ -59,7 +60,7 @@ for dtype in bf16 fp8; do
 	for order in "" --ordered; do
 		name=redirect_$dtype${order:+_ordered}
 		run "$name" "$CTXGUARD" --mode redirect --log "$TMP/$name.%p.jsonl" -- "${prog[@]}" "$dtype" $order
-		grep -a '^deepgemm_real: \|^ctxguard: redirect:' "$TMP/$name.out" "$TMP/$name.err" | sed 's/^/    /'
+		grep -ah '^deepgemm_real: \|^ctxguard: redirect:' "$TMP/$name.out" "$TMP/$name.err" | sed 's/^/    /'
 		verdict "$name" "$dtype --mode redirect $order: right" redirected "$name"
 	done
 done
