@@ -312,7 +312,9 @@ def model():
 
     from transformers.integrations import finegrained_fp8
     fp8_impls = getattr(finegrained_fp8, "ALL_FP8_EXPERTS_FUNCTIONS", None)
-    if fp8_impls is None or "deepgemm" not in fp8_impls:
+    try:
+        fp8_impls["deepgemm"]
+    except (KeyError, TypeError):
         say("fp8: transformers %s offers no 'deepgemm' FP8 experts; bf16 only" % __import__("transformers").__version__)
         return checks.verdict()
     from transformers.integrations.moe import use_experts_implementation
