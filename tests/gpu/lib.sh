@@ -192,21 +192,24 @@ need_deepgemm() {
 # expect_shadowed NAME CALLS: the verdict on a run under --shadow,
 #   run NAME "$CTXGUARD" --shadow ... --log "$TMP/NAME.%p.jsonl" -- PROGRAM
 # that made CALLS DeepGEMM GEMM launches: exit 0; the exit summary's
-# "shadowed N, mismatched M, undecodable K" with N >= CALLS and M = 0; no
+# "shadowed N, mismatched M, undecodable K" (summed over its processes) with
+# N >= CALLS and M = 0; no
 # "shadow" log record of a mismatch, nor an undecodable GEMM (a DeepGEMM
 # kernel that is no GEMM, transpose_fp32, has no bundled twin: listed, not
 # failed).  Prints the count and the worst error per (dtype, layout).
 expect_shadowed() {
 	local summary
 	summary=$(grep -aoE 'shadowed [0-9]+, mismatched [0-9]+, undecodable [0-9]+' "$TMP/$1.err")
-	echo "summary: ${summary:-none}"
+	echo "summary: ${summary:-none}" | paste -sd';'
 	if (
 		expect_status 0
 		[[ -n $summary ]] || fail "no 'shadowed N, mismatched M, undecodable K' on stderr"
 		"$PYTHON" - "$2" "$summary" "$TMP/$1".*.jsonl <<'PY' || fail "shadow verdict (above)"
 import collections, json, re, sys
 calls, summary, logs = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
-shadowed, mismatched, undecodable = map(int, re.findall(r"\d+", summary))
+# One summary per process (DeepGEMM's JIT runs nvcc under the preload too): summed.
+counts = re.findall(r"shadowed (\d+), mismatched (\d+), undecodable (\d+)", summary)
+shadowed, mismatched, undecodable = (sum(int(c[i]) for c in counts) for i in range(3))
 recs = [r for f in logs for r in map(json.loads, open(f)) if r.get("event") == "shadow"]
 worst, count, bad, other = collections.defaultdict(float), collections.Counter(), [], collections.Counter()
 for r in recs:
