@@ -61,7 +61,7 @@ for dtype in bf16 fp8; do
 		name=redirect_$dtype${order:+_ordered}
 		run "$name" "$CTXGUARD" --mode redirect --log "$TMP/$name.%p.jsonl" -- "${prog[@]}" "$dtype" $order
 		grep -ah '^deepgemm_real: \|^ctxguard: redirect:' "$TMP/$name.out" "$TMP/$name.err" | sed 's/^/    /'
-		verdict "$name" "$dtype --mode redirect $order: right" redirected "$name"
+		verdict "$name" "$dtype --mode redirect${order:+ $order}: right" redirected "$name"
 	done
 done
 (( ${#failed[@]} == 0 )) || fail "${#failed[@]} check(s) failed: ${failed[*]}"
