@@ -68,6 +68,7 @@ OPERAND_ON_ANOTHER_DEVICE="an operand on another device needs a second device (m
 # device 0 where one is: the driver refuses a function of one context in
 # another of the same device (400) as across devices.  SECOND_CONTEXT=created
 # or device1 chooses (created runs the one-GPU twins on a larger machine).
+SECOND=()
 second_context() {
 	case ${SECOND_CONTEXT:-auto} in
 	created) need_gpus 1; SECOND=(--created) ;;
