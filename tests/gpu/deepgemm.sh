@@ -101,8 +101,20 @@ get_source() {
 	fi
 }
 
+# setup.py imports wheel.bdist_wheel for a command build_ext does not run;
+# without the wheel package (nothing can be installed on the GPU machine),
+# setuptools' own class (70.1+) stands in for it, for the build alone.
+wheel_stand_in() {
+	"$PYTHON" -c 'import wheel.bdist_wheel' 2>/dev/null && return
+	mkdir -p "$CACHE/stand-in/wheel" || return
+	: >"$CACHE/stand-in/wheel/__init__.py"
+	echo 'from setuptools.command.bdist_wheel import bdist_wheel  # noqa: F401' \
+		>"$CACHE/stand-in/wheel/bdist_wheel.py"
+	echo "$CACHE/stand-in"
+}
+
 build() {
-	local t0=$SECONDS
+	local t0=$SECONDS stand_in
 	[[ -d $SRC/deep_gemm ]] || {
 		get_source || return 1
 		rm -rf "$SRC" && mv "$SRC.new" "$SRC" || return 1
@@ -117,7 +129,9 @@ build() {
 	done
 	rm -f "$SRC"/deep_gemm/_C*.so
 	say "building deep_gemm._C in $SRC (about 80 s on 16 cores)"
+	stand_in=$(wheel_stand_in)
 	(cd "$SRC" && with_env env DG_USE_LOCAL_VERSION=0 MAX_JOBS="$(nproc)" \
+		PYTHONPATH="$SRC${stand_in:+:$stand_in}${PYTHONPATH:+:$PYTHONPATH}" \
 		"$PYTHON" setup.py build_ext --inplace) >"$CACHE/build.log" 2>&1 ||
 		{ tail -n 30 "$CACHE/build.log" >&2; say "build failed, log: $CACHE/build.log"; return 1; }
 	say "built in $((SECONDS - t0)) s"
