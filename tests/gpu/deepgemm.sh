@@ -102,14 +102,28 @@ get_source() {
 }
 
 # setup.py imports wheel.bdist_wheel for a command build_ext does not run;
-# without the wheel package (nothing can be installed on the GPU machine),
-# setuptools' own class (70.1+) stands in for it, for the build alone.
+# without the wheel package (nothing can be installed on the GPU machine) a
+# command of that name that refuses to run stands in for it, for the build.
 wheel_stand_in() {
 	"$PYTHON" -c 'import wheel.bdist_wheel' 2>/dev/null && return
 	mkdir -p "$CACHE/stand-in/wheel" || return
 	: >"$CACHE/stand-in/wheel/__init__.py"
-	echo 'from setuptools.command.bdist_wheel import bdist_wheel  # noqa: F401' \
-		>"$CACHE/stand-in/wheel/bdist_wheel.py"
+	cat >"$CACHE/stand-in/wheel/bdist_wheel.py" <<'PY'
+from setuptools import Command
+
+
+class bdist_wheel(Command):
+    user_options = []
+
+    def initialize_options(self):
+        pass
+
+    def finalize_options(self):
+        pass
+
+    def run(self):
+        raise SystemExit("bdist_wheel needs the wheel package")
+PY
 	echo "$CACHE/stand-in"
 }
 
