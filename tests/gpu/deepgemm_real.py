@@ -227,37 +227,46 @@ def forms(which):
 # ---- transformers ----
 
 def hand_deepgemm_to_transformers(dg):
-    """transformers loads DeepGEMM through its hub kernel loader; hand it
-    this build instead: the loader returns its entry points from `dg`, and
-    the m alignment is DeepGEMM's own."""
+    """transformers loads DeepGEMM through its hub kernel loader into a
+    module-level handle (a DeepGEMM dataclass of entry points); fill it from
+    this build instead, with DeepGEMM's own m alignment, so that the loader
+    returns at once.  Earlier 5.x releases keep the handle in a cached loader
+    function: that is replaced."""
     import dataclasses
     import functools
     from transformers.integrations import deepgemm as tdg
     names = {  # transformers' field -> DeepGEMM's name, where they differ
         "fp8_fp4_matmul": "fp8_fp4_gemm_nt",
         "grouped_fp8_fp4_matmul": "m_grouped_fp8_fp4_gemm_nt_contiguous",
+        "grouped_fp8_fp4_matmul_nt": "m_grouped_fp8_fp4_gemm_nt_contiguous",
+        "grouped_fp8_fp4_matmul_nn": "m_grouped_fp8_fp4_gemm_nn_contiguous",
         "grouped_bf16_matmul_nt": "m_grouped_bf16_gemm_nt_contiguous",
         "grouped_bf16_matmul_nn": "m_grouped_bf16_gemm_nn_contiguous",
     }
+    alignment = dg.get_mk_alignment_for_contiguous_layout()
 
     def entry(field):
+        if field == "m_alignment":
+            return alignment
         if field == "per_token_cast_to_fp8":
             return dg.utils.per_token_cast_to_fp8
         return getattr(dg, names.get(field, field), None)
 
-    if hasattr(tdg, "DeepGEMM") and dataclasses.is_dataclass(tdg.DeepGEMM):
-        handle = tdg.DeepGEMM(**{f.name: entry(f.name) for f in dataclasses.fields(tdg.DeepGEMM)})
+    version = __import__("transformers").__version__
+    if not dataclasses.is_dataclass(getattr(tdg, "DeepGEMM", None)):
+        raise RuntimeError("transformers %s: integrations.deepgemm has no DeepGEMM handle class" % version)
+    handle = tdg.DeepGEMM(**{f.name: entry(f.name) for f in dataclasses.fields(tdg.DeepGEMM)})
+    if hasattr(tdg, "_DEEPGEMM"):
+        tdg._DEEPGEMM = handle
+        where = "_DEEPGEMM"
+    elif hasattr(tdg, "_load_deepgemm_kernel"):
+        tdg._load_deepgemm_kernel = functools.cache(lambda: handle)
+        where = "_load_deepgemm_kernel"
     else:
-        handle = dg
-    loaders = [n for n in dir(tdg) if n.startswith("_load_deepgemm")]
-    if not loaders:
-        raise RuntimeError("transformers.integrations.deepgemm has no _load_deepgemm* loader to hand a build to")
-    for n in loaders:
-        setattr(tdg, n, functools.cache(lambda: handle))
+        raise RuntimeError("transformers %s: integrations.deepgemm keeps its DeepGEMM handle nowhere known" % version)
     if hasattr(tdg, "_DEEPGEMM_M_ALIGNMENT"):
-        tdg._DEEPGEMM_M_ALIGNMENT = dg.get_mk_alignment_for_contiguous_layout()
-    say("transformers %s: DeepGEMM handed over (%s), m alignment %d" % (
-        __import__("transformers").__version__, ", ".join(loaders), dg.get_mk_alignment_for_contiguous_layout()))
+        tdg._DEEPGEMM_M_ALIGNMENT = alignment
+    say("transformers %s: DeepGEMM handed over (%s), m alignment %d" % (version, where, alignment))
 
 
 def count_calls(dg):
