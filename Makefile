@@ -155,9 +155,10 @@ demo: all $(FAKE_LIB) $(BUILD)/tests/progs/scenario
 	    $(MAKE) --no-print-directory -f tests/gpu/gpu.mk BUILD=$(BUILD) gpu-fixtures; fi
 	@BUILD=$(BUILD) examples/demo.sh
 
-# ---- the GPU suite (two GPUs; PyTorch for the PyTorch cases) ----
+# ---- the GPU suite (one GPU runs most cases; PyTorch for the PyTorch cases) ----
+# CASES: case-name substrings, e.g. make test-gpu CASES="deepgemm 02_"
 test-gpu: all
-	tests/gpu/run.sh $(BUILD)
+	tests/gpu/run.sh $(BUILD) $(CASES)
 
 # ---- install ----
 # SYSCONFDIR/ctxguard/policy.conf gets the default policy only when absent:

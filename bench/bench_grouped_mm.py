@@ -19,8 +19,9 @@ measured copy bandwidth.  Masked decode: A [G, max_m, K], masked_m uniform in
 a range, ours through the masked form against torch._grouped_mm batched over
 all max_m rows (what a caller without a masked kernel runs).
 
-DeepGEMM, when `import deep_gemm` works ($DEEPGEMM_PATH, a DeepGEMM build, is
-put first on the path; it is never required), is timed as a
+DeepGEMM, built from its public source by tests/gpu/deepgemm.sh on every run
+(a cached build is reused; $DEEPGEMM_PATH, a DeepGEMM build, is used as it is
+instead; --no-deepgemm leaves it out; it is never required), is timed as a
 peer on the same data wherever its layouts take the problem: the balanced
 routing (its contiguous layout, the same grouped_layout as ours) and masked
 decode, bf16 and fp8; ratios are DeepGEMM's time over ours.  There both are
@@ -71,6 +72,27 @@ SETS = 2
 ALIGN = 128
 FLUSH = None
 DG = None  # the deep_gemm module, when importable
+
+
+def deepgemm_env():
+    """The environment of a DeepGEMM build made by tests/gpu/deepgemm.sh
+    (built once from its public source, cached outside the repo, reused), or
+    None with a line saying why.  Its libstdc++ preload must be in place
+    before torch loads, so main() re-executes the bench under it."""
+    import shlex
+    import subprocess
+    script = os.path.join(ROOT, "tests", "gpu", "deepgemm.sh")
+    run = subprocess.run([script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=dict(os.environ, PYTHON=sys.executable))
+    if run.returncode != 0:
+        why = (run.stderr.strip().splitlines() or ["exit %d" % run.returncode])[-1]
+        print("# DeepGEMM: %s; no DeepGEMM columns" % why)
+        return None
+    env = {}
+    for line in run.stdout.splitlines():
+        name, _, value = line[len("export "):].partition("=")
+        env[name] = shlex.split(value)[0]
+    return env
 
 
 def load_deepgemm():
@@ -472,7 +494,12 @@ def main():
     ap.add_argument("--routing", choices=ROUTINGS, help="only this routing (default: both)")
     ap.add_argument("--profile", action="store_true",
                     help="call ours once per shape (bf16, then fp8) and time nothing: for ncu")
+    ap.add_argument("--no-deepgemm", action="store_true", help="no DeepGEMM columns (nothing built)")
     args = ap.parse_args()
+    if not (args.profile or args.no_deepgemm or os.environ.get("DEEPGEMM_PATH")):
+        env = deepgemm_env()
+        if env:  # again, under the build's environment: its preload comes before torch
+            os.execve(sys.executable, [sys.executable] + sys.argv, dict(os.environ, **env))
     lib, path = load_lib()
     shapes = [s for s in SHAPES if not args.shapes or args.shapes in s[0]]
     masked = [s for s in MASKED if not args.shapes or args.shapes in s[0]]
@@ -481,7 +508,7 @@ def main():
         profile(lib, shapes, kinds)
         return
     global DG
-    DG = load_deepgemm()
+    DG = None if args.no_deepgemm else load_deepgemm()
     tflops_ceiling, bw = ceilings()
     print("# %s, library %s" % (torch.cuda.get_device_name(), path))
     print("# measured: bf16 mm 8192^3 %.0f TF/s, copy %.0f GB/s (read + write)" % (tflops_ceiling, bw))

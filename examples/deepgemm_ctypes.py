@@ -13,8 +13,12 @@ with the cluster-dimension (2-CTA multicast) and programmatic-serialization
 attributes.  A driver error raises RuntimeError formatted like DeepGEMM's
 DG_CUDA_DRIVER_CHECK.
 
-Used by examples/deepgemm_torch.py (the two-GPU job) and
-bench/bench_redirect.py.
+created_context() and context_stream() give the second context of a
+one-GPU machine: a cuCtxCreate context on device 0, where a CUfunction of
+the primary context is refused (400) as on another device.
+
+Used by examples/deepgemm_torch.py (the two-GPU job), bench/bench_redirect.py
+and tests/gpu/deepgemm_real.py.
 """
 import ctypes
 import os
@@ -147,6 +151,41 @@ def m_grouped_bf16_gemm_nt_contiguous(a, b, d, m_indices, cubin=CUBIN):
     cfg = _LaunchConfig(NUM_SMS, 1, 1, THREADS, 1, 1, SMEM,
                         ctypes.c_void_p(torch.cuda.current_stream().cuda_stream), attrs, 2)
     check(_cuda().cuLaunchKernelEx(ctypes.byref(cfg), func, args, None), "cuLaunchKernelEx")
+
+
+def created_context(device=0):
+    """A context made by cuCtxCreate on `device`, popped off the calling
+    thread's stack at once so that torch's primary context stays current."""
+    cu, ctx, dev = _cuda(), ctypes.c_void_p(), ctypes.c_int()
+    check(cu.cuDeviceGet(ctypes.byref(dev), device), "cuDeviceGet")
+    if hasattr(cu, "cuCtxCreate_v4"):  # CUDA 12.5+: cuCtxCreate's parameters struct, none given
+        check(cu.cuCtxCreate_v4(ctypes.byref(ctx), None, 0, dev), "cuCtxCreate_v4")
+    else:
+        check(cu.cuCtxCreate_v2(ctypes.byref(ctx), 0, dev), "cuCtxCreate_v2")
+    check(cu.cuCtxPopCurrent_v2(ctypes.byref(ctypes.c_void_p())), "cuCtxPopCurrent")
+    return ctx
+
+
+class pushed:
+    """`with pushed(ctx):` ctx current on this thread, the previous one after."""
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+
+    def __enter__(self):
+        check(_cuda().cuCtxPushCurrent_v2(self.ctx), "cuCtxPushCurrent")
+
+    def __exit__(self, *exc):
+        check(_cuda().cuCtxPopCurrent_v2(ctypes.byref(ctypes.c_void_p())), "cuCtxPopCurrent")
+
+
+def context_stream(ctx, device=0):
+    """A non-blocking stream made in ctx, as a torch ExternalStream (torch's
+    current stream inside `with torch.cuda.stream(...)`)."""
+    s = ctypes.c_void_p()
+    with pushed(ctx):
+        check(_cuda().cuStreamCreate(ctypes.byref(s), 1), "cuStreamCreate")  # CU_STREAM_NON_BLOCKING
+    return torch.cuda.ExternalStream(s.value, device=device)
 
 
 def contiguous_layout(counts, device, alignment=MK_ALIGNMENT):

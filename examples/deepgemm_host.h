@@ -4,9 +4,11 @@
  * fixtures' value generator (kernels/fixtures/fixture_ptx.cuh's unit_hash).
  *
  * The includer defines DG_PROG (its name, for messages) and
- * DRIVER_CALLS(X), X(f) for every driver entry point it uses, before
- * including this file; each is resolved by its header name (possibly
- * versioned, e.g. cuMemAlloc_v2) into drv.f. */
+ * DRIVER_CALLS(X), X(f) for every driver entry point it uses (at least
+ * cuDeviceGet, cuDeviceGetCount, cuDevicePrimaryCtxRetain, cuCtxCreate and
+ * cuCtxSetCurrent, for open_contexts), before including this file; each is
+ * resolved by its header name (possibly versioned, e.g. cuMemAlloc_v2) into
+ * drv.f. */
 #ifndef DEEPGEMM_HOST_H
 #define DEEPGEMM_HOST_H
 
@@ -56,6 +58,68 @@ static inline void driver_check(CUresult e, const char *file, int line, int code
 }
 #define CHECK(call) driver_check((call), __FILE__, __LINE__, EXIT_SETUP)
 #define CHECK_GEMM(call) driver_check((call), __FILE__, __LINE__, EXIT_DRIVER)
+
+/* The programs' second context, "device 1" in their words: device 1's
+ * primary context, or, with --created as the first argument, a context that
+ * cuCtxCreate makes on device 0.  A device holds several contexts, and the
+ * driver refuses a function of one in another (400) as across devices, so
+ * one GPU reproduces the handle crossing; memory of a created context is
+ * device 0's, so it cannot reproduce an operand on another device. */
+struct contexts {
+	int created;            /* ctx[1] is a created context on device 0 */
+	const char *second;     /* how messages name ctx[1] */
+	CUdevice dev[2];
+	CUcontext ctx[2];
+};
+
+/* Takes --created off the front of argv. */
+static inline void parse_created(struct contexts *c, int *argc, char ***argv)
+{
+	c->created = *argc > 1 && strcmp((*argv)[1], "--created") == 0;
+	if (c->created) {
+		(*argv)[1] = (*argv)[0];
+		--*argc;
+		++*argv;
+	}
+	c->second = c->created ? "the created context" : "device 1";
+}
+
+/* Device 0's primary context and, when n is 2, the second context; the
+ * primary context is current after.  EXIT_UNAVAILABLE, with a line on
+ * stdout, when the machine has no second device for it. */
+static inline int open_contexts(struct contexts *c, int n, const char *what)
+{
+	int ndev = 0;
+
+	CHECK(drv.cuDeviceGetCount(&ndev));
+	if (n > 1 && !c->created && ndev < 2) {
+		printf(DG_PROG ": %s needs 2 devices, found %d (--created: a second context on device 0)\n",
+		       what, ndev);
+		return EXIT_UNAVAILABLE;
+	}
+	CHECK(drv.cuDeviceGet(&c->dev[0], 0));
+	CHECK(drv.cuDevicePrimaryCtxRetain(&c->ctx[0], c->dev[0]));
+	if (n > 1) {
+		CHECK(drv.cuDeviceGet(&c->dev[1], c->created ? 0 : 1));
+		if (c->created)
+			CHECK(drv.cuCtxCreate(&c->ctx[1], NULL, 0, c->dev[1]));
+		else
+			CHECK(drv.cuDevicePrimaryCtxRetain(&c->ctx[1], c->dev[1]));
+	}
+	CHECK(drv.cuCtxSetCurrent(c->ctx[0]));
+	return EXIT_OK;
+}
+
+/* An operand on another device needs one: a created context's memory is
+ * the launch device's own (the driver accepts it, and so does ctxguard). */
+static inline int needs_second_device(const struct contexts *c, const char *what)
+{
+	if (!c->created)
+		return 0;
+	printf(DG_PROG ": %s needs a second device: memory of a context created on device 0 "
+	       "is device 0's, which the launch may use\n", what);
+	return 1;
+}
 
 static inline void *xcalloc(size_t n, size_t size)
 {

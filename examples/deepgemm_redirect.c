@@ -15,7 +15,10 @@
  * stream with the cluster-dimension (2-CTA multicast) and programmatic
  * serialization attributes.
  *
- * usage: deepgemm_redirect DTYPE LAYOUT SITUATION [CUBIN]
+ * usage: deepgemm_redirect [--created] DTYPE LAYOUT SITUATION [CUBIN]
+ *   --created  "device 1" below is a context made by cuCtxCreate on device 0:
+ *              one GPU is enough for handle and handle-side; the situations
+ *              with operands on another device need a second one (exit 5)
  *   DTYPE      bf16 (B K-major, "nt") | bf16nn (B MN-major; contiguous only) | fp8
  *   LAYOUT     normal | contiguous | psum | masked   (DeepGEMM's GemmType)
  *   SITUATION  what follows DeepGEMM's first call (always made on device 0,
@@ -29,6 +32,11 @@
  *                  1 (a PyTorch pool stream);
  *     handle       current device 1, operands there (set_device(1)): the
  *                  cached device-0 function on device 1's stream;
+ *     handle-side  handle while a blocking side stream of device 1 is still
+ *                  running the producer chain: the call, on device 1's
+ *                  legacy default stream, comes after it (the legacy
+ *                  stream waits for blocking streams), so a redirect must
+ *                  too;
  *     capture      current device 0, operands on device 1, the call captured
  *                  into a CUDA graph on a stream of device 0, the graph
  *                  launched, D reset, launched again (a CUDA-graph replay);
@@ -49,7 +57,8 @@
  *   3  CUDA driver error from a GEMM call or the synchronisation after it,
  *      printed on stderr as DeepGEMM's DG_CUDA_DRIVER_CHECK formats it
  *   4  wrong result in the situation: silent corruption
- *   5  not reproducible here: fewer than 2 devices, or no peer access
+ *   5  not reproducible here: fewer than 2 devices, or no peer access, or
+ *      an operand situation with --created
  *   6  blocked: the launch stream did not finish while the flag was unset
  * Progress goes to stdout (line-buffered); stderr carries driver errors only.
  */
@@ -63,13 +72,14 @@
 
 enum dtype { DT_BF16, DT_BF16_NN, DT_FP8 };
 enum layout { L_NORMAL, L_CONTIGUOUS, L_PSUM, L_MASKED };
-enum situation { S_SAME, S_SILENT, S_RACE_DEFAULT, S_RACE_SIDE, S_HANDLE, S_CAPTURE, S_BLOCKED };
+enum situation { S_SAME, S_SILENT, S_RACE_DEFAULT, S_RACE_SIDE, S_HANDLE, S_HANDLE_SIDE, S_CAPTURE,
+		 S_BLOCKED, S_COUNT };
 enum { EXIT_BLOCKED = 6 };
 
 static const char *const dtype_names[] = { "bf16", "bf16nn", "fp8" };
 static const char *const layout_names[] = { "normal", "contiguous", "psum", "masked" };
 static const char *const situation_names[] = { "same", "silent", "race-default", "race-side",
-						 "handle", "capture", "blocked" };
+						 "handle", "handle-side", "capture", "blocked" };
 
 /* Problem: G groups of these many rows; N, K multiples of the tiles. */
 enum { G = 4, N = 256, K = 512, KB = K / 128, NB = N / 128, ALIGN_ROWS = 128, NORMAL_M = 200 };
@@ -110,7 +120,8 @@ static const uint16_t d_sentinel = 0xDEAD;        /* rows of no group must keep 
 #define DG_PROG "deepgemm_redirect"
 #define DRIVER_CALLS(X) \
 	X(cuGetErrorName) X(cuGetErrorString) X(cuInit) X(cuDeviceGet) X(cuDeviceGetCount) \
-	X(cuDeviceCanAccessPeer) X(cuDevicePrimaryCtxRetain) X(cuCtxSetCurrent) X(cuCtxSynchronize) \
+	X(cuDeviceCanAccessPeer) X(cuDevicePrimaryCtxRetain) X(cuCtxCreate) X(cuCtxSetCurrent) \
+	X(cuCtxSynchronize) \
 	X(cuCtxEnablePeerAccess) X(cuMemAlloc) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuStreamCreate) \
 	X(cuStreamQuery) X(cuLibraryLoadFromFile) X(cuLibraryGetKernel) X(cuKernelGetFunction) \
 	X(cuFuncSetAttribute) X(cuTensorMapEncodeTiled) X(cuLaunchKernelEx) X(cuStreamSynchronize) \
@@ -485,9 +496,10 @@ static int verify(const struct problem *p, const char *what, int bad)
 	return bad;
 }
 
-/* CHAIN_LINKS kernels on stream s, each waiting link_spin_ns on the GPU clock
- * then rewriting all of A: device 1 "still producing the input". */
-static void produce(CUfunction producer, const struct problem *p, CUdeviceptr a, CUstream s)
+/* CHAIN_LINKS kernels on stream s (`kind`), each waiting link_spin_ns on the
+ * GPU clock then rewriting all of A: device 1 "still producing the input". */
+static void produce(CUfunction producer, const struct problem *p, CUdeviceptr a, CUstream s,
+		    const char *where, const char *kind)
 {
 	uint64_t count = (uint64_t)p->rows * K, spin = link_spin_ns;
 	uint32_t fp8 = p->dtype == DT_FP8;
@@ -503,9 +515,8 @@ static void produce(CUfunction producer, const struct problem *p, CUdeviceptr a,
 		void *args[] = { &a, &count, &spin, &seed, &fp8 };
 		CHECK(drv.cuLaunchKernelEx(&cfg, producer, args, NULL));
 	}
-	printf("deepgemm_redirect: producer chain on device 1 (%s stream): %d links, %.0f ms\n",
-	       s ? "a non-blocking side" : "the legacy default", CHAIN_LINKS,
-	       CHAIN_LINKS * (double)link_spin_ns / 1e6);
+	printf("deepgemm_redirect: producer chain on %s (%s stream): %d links, %.0f ms\n", where, kind,
+	       CHAIN_LINKS, CHAIN_LINKS * (double)link_spin_ns / 1e6);
 }
 
 /* After a warm-up call (as PyTorch asks before capturing), the call captured
@@ -557,34 +568,40 @@ static int enable_peers(CUcontext ctx[2], CUdevice dev[2])
 	return 1;
 }
 
-/* The situation's call: operands on device 1; the current device and the
- * producer as the situation says. */
-static int run_situation(int situation, const struct kernels *kn, CUlibrary lib, CUcontext ctx[2],
-			 CUdevice dev[2], struct problem *p)
+/* The situation's call: operands on device 1 (or the created context); the
+ * current context and the producer as the situation says. */
+static int run_situation(int situation, const struct kernels *kn, CUlibrary lib,
+			 struct contexts *c, struct problem *p)
 {
+	const int handle = situation == S_HANDLE || situation == S_HANDLE_SIDE;
+	CUcontext *ctx = c->ctx;
 	struct operands t;
 	CUstream side = NULL;
 	CUkernel producer_kernel;
 	CUfunction producer;
-	char what[96];
+	char what[128];
 
-	if (situation != S_HANDLE && !enable_peers(ctx, dev))
+	if (!handle && (needs_second_device(c, situation_names[situation]) ||
+			!enable_peers(ctx, c->dev)))
 		return EXIT_UNAVAILABLE;
 	CHECK(drv.cuCtxSetCurrent(ctx[1]));
 	upload(&t, p);
 	CHECK(drv.cuCtxSynchronize());
-	if (situation == S_RACE_DEFAULT || situation == S_RACE_SIDE) {
+	if (situation == S_RACE_DEFAULT || situation == S_RACE_SIDE || situation == S_HANDLE_SIDE) {
 		CHECK(drv.cuLibraryGetKernel(&producer_kernel, lib, producer_name));
 		CHECK(drv.cuKernelGetFunction(&producer, producer_kernel));    /* device 1's own work */
-		if (situation == S_RACE_SIDE)
-			CHECK(drv.cuStreamCreate(&side, CU_STREAM_NON_BLOCKING));
-		produce(producer, p, t.a, side);
+		if (situation != S_RACE_DEFAULT)
+			CHECK(drv.cuStreamCreate(&side, situation == S_RACE_SIDE ? CU_STREAM_NON_BLOCKING
+										  : CU_STREAM_DEFAULT));
+		produce(producer, p, t.a, side, c->second,
+			!side ? "the legacy default" : situation == S_RACE_SIDE ? "a non-blocking side"
+										: "a blocking side");
 		CUresult q = drv.cuStreamQuery(side);
 		printf("deepgemm_redirect: producer still running at the call: %s\n",
 		       q == CUDA_ERROR_NOT_READY ? "yes" : "no");
 	}
-	snprintf(what, sizeof what, "%s, current device %d, operands on device 1",
-		 situation_names[situation], situation == S_HANDLE ? 1 : 0);
+	snprintf(what, sizeof what, "%s, current %s, operands on %s", situation_names[situation],
+		 handle ? c->second : "device 0", c->second);
 	volatile uint32_t *flag = NULL;
 	if (situation == S_BLOCKED) {
 		CUstream waiter;
@@ -594,7 +611,7 @@ static int run_situation(int situation, const struct kernels *kn, CUlibrary lib,
 		CHECK(drv.cuStreamWaitValue32(waiter, (CUdeviceptr)(uintptr_t)flag, 1,
 					      CU_STREAM_WAIT_VALUE_GEQ));
 	}
-	CHECK(drv.cuCtxSetCurrent(ctx[situation == S_HANDLE ? 1 : 0]));
+	CHECK(drv.cuCtxSetCurrent(ctx[handle ? 1 : 0]));
 	if (situation == S_CAPTURE)
 		capture_and_replay(kn, p, &t, ctx, what);
 	else
@@ -635,10 +652,9 @@ static int parse(const char *arg, const char *const *names, int count)
 
 int main(int argc, char **argv)
 {
-	const char *cubin = argc > 4 ? argv[4] : "build/gpu/deepgemm_sm90.cubin";
-	int dtype = -1, layout = -1, situation = -1, ndev = 0, rc;
-	CUdevice dev[2];
-	CUcontext ctx[2];
+	const char *cubin;
+	int dtype = -1, layout = -1, situation = -1, rc;
+	struct contexts c;
 	CUlibrary lib;
 	CUkernel k;
 	struct kernels kn = { 0 };
@@ -646,14 +662,17 @@ int main(int argc, char **argv)
 	struct operands t0;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	parse_created(&c, &argc, &argv);
+	cubin = argc > 4 ? argv[4] : "build/gpu/deepgemm_sm90.cubin";
 	if (argc == 4 || argc == 5) {
 		dtype = parse(argv[1], dtype_names, 3);
 		layout = parse(argv[2], layout_names, 4);
-		situation = parse(argv[3], situation_names, 7);
+		situation = parse(argv[3], situation_names, S_COUNT);
 	}
 	if (dtype < 0 || layout < 0 || situation < 0 || !gemm_names[dtype][layout]) {
-		fprintf(stderr, "usage: %s bf16|bf16nn|fp8 normal|contiguous|psum|masked "
-				"same|silent|race-default|race-side|handle|capture [CUBIN]\n"
+		fprintf(stderr, "usage: %s [--created] bf16|bf16nn|fp8 normal|contiguous|psum|masked "
+				"same|silent|race-default|race-side|handle|handle-side|capture|blocked "
+				"[CUBIN]\n"
 				"(bf16nn: contiguous only)\n", argv[0]);
 		return EXIT_SETUP;
 	}
@@ -662,19 +681,10 @@ int main(int argc, char **argv)
 
 	load_driver();
 	CHECK(drv.cuInit(0));
-	CHECK(drv.cuDeviceGetCount(&ndev));
-	if (situation != S_SAME && ndev < 2) {
-		printf("deepgemm_redirect: %s needs 2 devices, found %d\n", situation_names[situation],
-		       ndev);
-		return EXIT_UNAVAILABLE;
-	}
-	for (int i = 0; i < (situation == S_SAME ? 1 : 2); i++) {
-		CHECK(drv.cuDeviceGet(&dev[i], i));
-		CHECK(drv.cuDevicePrimaryCtxRetain(&ctx[i], dev[i]));
-	}
+	if ((rc = open_contexts(&c, situation == S_SAME ? 1 : 2, situation_names[situation])) != EXIT_OK)
+		return rc;
 
 	/* DeepGEMM's first call, on device 0: load, bind, cache, run. */
-	CHECK(drv.cuCtxSetCurrent(ctx[0]));
 	CHECK(drv.cuLibraryLoadFromFile(&lib, cubin, NULL, NULL, 0, NULL, NULL, 0));
 	CHECK(drv.cuLibraryGetKernel(&k, lib, gemm_names[dtype][layout]));
 	CHECK(drv.cuKernelGetFunction(&kn.gemm, k));
@@ -694,7 +704,7 @@ int main(int argc, char **argv)
 	download(&p, &t0);
 	rc = verify(&p, "device 0", EXIT_WRONG);
 	if (rc == EXIT_OK && situation != S_SAME)
-		rc = run_situation(situation, &kn, lib, ctx, dev, &p);
+		rc = run_situation(situation, &kn, lib, &c, &p);
 	if (rc == EXIT_OK)
 		printf("deepgemm_redirect: ok\n");
 	free_problem(&p);

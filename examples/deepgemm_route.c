@@ -11,8 +11,10 @@
  * failure that made transformers disable DeepGEMM on multi-GPU models can be
  * reproduced -- and ctxguard tested -- without Python or DeepGEMM.
  *
- * usage: deepgemm_route same|cross|silent|silent_tmap [CUBIN]
+ * usage: deepgemm_route [--created] same|cross|silent|silent_tmap [CUBIN]
  *        (default CUBIN: build/gpu/deepgemm_abi.cubin)
+ *   --created  "device 1" below is a context made by cuCtxCreate on device 0
+ *           (one GPU is enough for cross; silent needs a second device)
  *   every mode first runs the GEMM on device 0 (DeepGEMM's first call, which
  *   fills its kernel cache) and checks it against a CPU reference; then
  *   same    stops there;
@@ -34,7 +36,8 @@
  *   3  CUDA driver error from a GEMM launch or the synchronisation after it,
  *      printed on stderr as DeepGEMM's DG_CUDA_DRIVER_CHECK formats it
  *   4  silent corruption: D differs from the reference of the final A
- *   5  not reproducible here: fewer than 2 devices, or no peer access
+ *   5  not reproducible here: fewer than 2 devices, or no peer access, or
+ *      silent with --created
  * Progress goes to stdout (line-buffered, so it survives an abort); stderr
  * carries only driver errors, so ctxguard's report is its first line.
  */
@@ -64,7 +67,7 @@ static const double tolerance = 1e-2;                   /* bf16 output rounding 
 #define DRIVER_CALLS(X) \
 	X(cuGetErrorName) X(cuGetErrorString) X(cuInit) X(cuDeviceGet) \
 	X(cuDeviceGetCount) X(cuDeviceCanAccessPeer) X(cuDevicePrimaryCtxRetain) \
-	X(cuCtxSetCurrent) X(cuCtxSynchronize) X(cuCtxEnablePeerAccess) \
+	X(cuCtxCreate) X(cuCtxSetCurrent) X(cuCtxSynchronize) X(cuCtxEnablePeerAccess) \
 	X(cuMemAlloc) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuStreamCreate) \
 	X(cuStreamSynchronize) X(cuLibraryLoadFromFile) X(cuLibraryGetKernelCount) \
 	X(cuLibraryEnumerateKernels) X(cuKernelGetName) X(cuKernelGetFunction) \
@@ -299,15 +302,18 @@ static void enable_peer(CUcontext from, CUcontext to)
 		CHECK(e);
 }
 
-/* Device 1 is current, the tensors live there, the cached CUfunction is
- * device 0's: the driver answers CUDA_ERROR_INVALID_HANDLE. */
-static int run_cross(CUfunction gemm, CUcontext ctx[2], struct problem *p)
+/* Device 1 (or the created context) is current, the tensors live there,
+ * the cached CUfunction is device 0's primary context's: the driver answers
+ * CUDA_ERROR_INVALID_HANDLE. */
+static int run_cross(CUfunction gemm, const struct contexts *c, struct problem *p)
 {
 	struct operands t;
+	char what[128];
 
-	CHECK(drv.cuCtxSetCurrent(ctx[1]));
+	CHECK(drv.cuCtxSetCurrent(c->ctx[1]));
 	upload(&t, p);
-	launch_gemm(gemm, &t, p->m, NULL, "device 0 function, device 1 current, tensors on device 1");
+	snprintf(what, sizeof what, "device 0 function, %s current, tensors on %s", c->second, c->second);
+	launch_gemm(gemm, &t, p->m, NULL, what);
 	CHECK_GEMM(drv.cuCtxSynchronize());
 	download(p, &t);
 	return verify(p, "cross");
@@ -364,10 +370,9 @@ int main(int argc, char **argv)
 {
 	static const char *const modes[] = { [MODE_SAME] = "same", [MODE_CROSS] = "cross",
 					     [MODE_SILENT] = "silent", [MODE_SILENT_TMAP] = "silent_tmap" };
-	const char *cubin = argc > 2 ? argv[2] : "build/gpu/deepgemm_abi.cubin";
-	int mode = -1, ndev = 0, rc;
-	CUdevice dev[2];
-	CUcontext ctx[2];
+	const char *cubin;
+	int mode = -1, rc;
+	struct contexts c;
 	CUlibrary lib;
 	CUkernel gemm_kernel, producer_kernel;
 	CUfunction gemm, producer;
@@ -375,28 +380,24 @@ int main(int argc, char **argv)
 	struct operands t0;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	parse_created(&c, &argc, &argv);
+	cubin = argc > 2 ? argv[2] : "build/gpu/deepgemm_abi.cubin";
 	for (int i = 0; i < 4 && (argc == 2 || argc == 3); i++)
 		if (strcmp(argv[1], modes[i]) == 0)
 			mode = i;
 	if (mode < 0) {
-		fprintf(stderr, "usage: %s same|cross|silent|silent_tmap [CUBIN]\n", argv[0]);
+		fprintf(stderr, "usage: %s [--created] same|cross|silent|silent_tmap [CUBIN]\n", argv[0]);
 		return EXIT_SETUP;
 	}
 
 	load_driver();
 	CHECK(drv.cuInit(0));
-	CHECK(drv.cuDeviceGetCount(&ndev));
-	if (mode != MODE_SAME && ndev < 2) {
-		printf("deepgemm_route: %s needs 2 devices, found %d\n", modes[mode], ndev);
+	if ((mode == MODE_SILENT || mode == MODE_SILENT_TMAP) && needs_second_device(&c, modes[mode]))
 		return EXIT_UNAVAILABLE;
-	}
-	for (int i = 0; i < (mode == MODE_SAME ? 1 : 2); i++) {
-		CHECK(drv.cuDeviceGet(&dev[i], i));
-		CHECK(drv.cuDevicePrimaryCtxRetain(&ctx[i], dev[i]));
-	}
+	if ((rc = open_contexts(&c, mode == MODE_SAME ? 1 : 2, modes[mode])) != EXIT_OK)
+		return rc;
 
 	/* DeepGEMM's first call, on device 0: load, bind, cache, run. */
-	CHECK(drv.cuCtxSetCurrent(ctx[0]));
 	CHECK(drv.cuLibraryLoadFromFile(&lib, cubin, NULL, NULL, 0, NULL, NULL, 0));
 	find_kernel(&gemm_kernel, lib, gemm_prefix, strlen(gemm_prefix));
 	CHECK(drv.cuKernelGetFunction(&gemm, gemm_kernel));
@@ -409,12 +410,12 @@ int main(int argc, char **argv)
 	rc = verify(&p, "device 0");
 
 	if (rc == EXIT_OK && mode == MODE_CROSS)
-		rc = run_cross(gemm, ctx, &p);
+		rc = run_cross(gemm, &c, &p);
 	if (rc == EXIT_OK && (mode == MODE_SILENT || mode == MODE_SILENT_TMAP)) {
-		CHECK(drv.cuCtxSetCurrent(ctx[1]));
+		CHECK(drv.cuCtxSetCurrent(c.ctx[1]));
 		find_kernel(&producer_kernel, lib, producer_name, sizeof producer_name);
 		CHECK(drv.cuKernelGetFunction(&producer, producer_kernel));
-		rc = run_silent(gemm, producer, ctx, dev, &p, mode == MODE_SILENT_TMAP ? t0.layout : 0);
+		rc = run_silent(gemm, producer, c.ctx, c.dev, &p, mode == MODE_SILENT_TMAP ? t0.layout : 0);
 	}
 	free_problem(&p);
 	return rc;

@@ -4,7 +4,7 @@ the way a model spread over cuda:0 and cuda:1 does (examples/deepgemm_ctypes.py:
 DeepGEMM's Python-API route over the exact-ABI fixture): the kernel is fetched
 once, by the first call on cuda:0, and reused for cuda:1 tensors.
 
-usage: deepgemm_torch.py [--cubin CUBIN | --deepgemm] SITUATION
+usage: deepgemm_torch.py [--cubin CUBIN | --deepgemm] [--created] SITUATION
   --cubin       the fixture cubin (default build/gpu/deepgemm_sm90.cubin)
   --deepgemm    call the real deep_gemm.m_grouped_bf16_gemm_nt_contiguous
                 instead (importable, or from $DEEPGEMM_PATH)
@@ -15,12 +15,19 @@ usage: deepgemm_torch.py [--cubin CUBIN | --deepgemm] SITUATION
   race-side     the same with the chain on a side stream of cuda:1
                 (torch.cuda.Stream: a non-blocking pool stream)
   handle        torch.cuda.set_device(1) before the call
+  --created     one GPU: "cuda:1" is a context made by cuCtxCreate on device
+                0, and only handle is reproducible: the call made with
+                torch's current stream an ExternalStream of that context's
+                stream, the tensors on cuda:0 (the driver refuses the cached
+                CUfunction there, 400, as on another device)
   D is compared with a float64 reference of the final A (rel. error <= 1e-2).
 
 exit codes (deepgemm_route's): 0 correct ("deepgemm_torch: ok"), 1 usage or
 set-up, 2 the first call on cuda:0 is wrong, 3 the call raised a CUDA driver
-error, 4 wrong result on cuda:1, 5 not reproducible here (fewer than 2 GPUs).
+error, 4 wrong result on cuda:1, 5 not reproducible here (fewer than 2 GPUs,
+or an operand situation with --created).
 """
+import ctypes
 import os
 import sys
 
@@ -58,14 +65,30 @@ def produce(a1, a_final, stream):
           flush=True)
 
 
+def created_handle(gemm, a0, b0, idx0):
+    """The handle situation on one GPU: the call on a created context's
+    stream, the operands the first call's (cuda:0); returns its D."""
+    ctx = dg.created_context(0)
+    stream = dg.context_stream(ctx)
+    d = torch.zeros(idx0.numel(), N, device="cuda:0", dtype=torch.bfloat16)
+    torch.cuda.synchronize(0)
+    with torch.cuda.stream(stream):
+        call(gemm, a0, b0, d, idx0, "handle, current stream a created context's (0x%x), tensors on cuda:0"
+             % stream.cuda_stream)
+    dg.check(dg._cuda().cuStreamSynchronize(ctypes.c_void_p(stream.cuda_stream)), "cuStreamSynchronize")
+    return d
+
+
 def main():
     args, cubin = sys.argv[1:], dg.CUBIN
     real = args[:1] == ["--deepgemm"]
     if args[:1] == ["--cubin"] and len(args) > 1:
         cubin, args = args[1], args[2:]
     args = args[real:]
+    created = args[:1] == ["--created"]
+    args = args[created:]
     if len(args) != 1 or args[0] not in SITUATIONS:
-        print("usage: %s [--cubin CUBIN | --deepgemm] %s" % (sys.argv[0], "|".join(SITUATIONS)),
+        print("usage: %s [--cubin CUBIN | --deepgemm] [--created] %s" % (sys.argv[0], "|".join(SITUATIONS)),
               file=sys.stderr)
         return 1
     situation = args[0]
@@ -81,7 +104,11 @@ def main():
         def gemm(a, b, d, idx):
             dg.m_grouped_bf16_gemm_nt_contiguous(a, b, d, idx, cubin)
         alignment = dg.MK_ALIGNMENT
-    if torch.cuda.device_count() < 2:
+    if created and situation != "handle":
+        print("deepgemm_torch: %s needs a second device: memory of a context created on device 0 is "
+              "device 0's" % situation)
+        return 5
+    if not created and torch.cuda.device_count() < 2:
         print("deepgemm_torch: needs 2 GPUs, found %d" % torch.cuda.device_count())
         return 5
     torch.manual_seed(0)
@@ -99,6 +126,9 @@ def main():
     print("deepgemm_torch: cuda:0: rel error %.3g" % err)
     if not err <= TOLERANCE:
         return 2
+
+    if created:
+        return verdict(situation, created_handle(gemm, a0, b0, idx0), a0, b0, idx0)
 
     # The layers on cuda:1.  PyTorch turns peer access on for device-to-device
     # copies, one direction per copy: both, as a job moving activations does.
@@ -119,6 +149,10 @@ def main():
         situation, torch.cuda.current_device()))
     torch.cuda.synchronize(0)
     torch.cuda.synchronize(1)
+    return verdict(situation, d1, a_final, b1, idx1)
+
+
+def verdict(situation, d1, a_final, b1, idx1):
     ref, valid = dg.reference(a_final, b1, idx1)
     err = dg.rel_error(d1, ref, valid)
     print("deepgemm_torch: %s: rel error %.3g against the final A" % (situation, err))

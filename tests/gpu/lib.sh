@@ -21,9 +21,10 @@ EOF
 )
 
 # Cases start from a clean slate: no inherited preload or ctxguard settings,
-# no core files from the abort cases.
+# no core files from the abort cases.  CTXGUARD_CACHE (where deepgemm.sh
+# keeps its build) is the suite's, not ctxguard's.
 unset LD_PRELOAD
-for _v in "${!CTXGUARD_@}"; do unset "$_v"; done
+for _v in "${!CTXGUARD_@}"; do [[ $_v == CTXGUARD_CACHE ]] || unset "$_v"; done
 unset _v
 ulimit -c 0
 
@@ -47,10 +48,56 @@ pass() { echo "PASS: $*"; exit 0; }
 fail() { echo "FAIL: $*"; exit 1; }
 skip() { echo "SKIP: $*"; exit 77; }
 
+# need_gpus N [WHY]: skips with fewer than N visible GPUs, saying why one
+# GPU cannot show the case's point when WHY is given.
 need_gpus() {
 	local have
 	have=$(gpu_count)
-	(( have >= $1 )) || skip "needs $1 GPU(s), $have visible"
+	(( have >= $1 )) || skip "needs $1 GPU(s), $have visible${2:+: $2}"
+}
+
+# Why the silent crossings (kind b: an operand on another device) need two
+# GPUs: a second context on the same device has its memory there.
+# shellcheck disable=SC2034  # the cases' to use
+OPERAND_ON_ANOTHER_DEVICE="an operand on another device needs a second device (memory of a context created on device 0 is device 0's, and the driver accepts it there)"
+
+# second_context: SECOND, the option that gives the route programs
+# (deepgemm_route, deepgemm_redirect, unhooked_route, deepgemm_torch.py) the
+# second context of a handle crossing: () for device 1's primary context
+# where two GPUs are visible, (--created) for a context cuCtxCreate makes on
+# device 0 where one is: the driver refuses a function of one context in
+# another of the same device (400) as across devices.  SECOND_CONTEXT=created
+# or device1 chooses (created runs the one-GPU twins on a larger machine).
+SECOND=()
+second_context() {
+	case ${SECOND_CONTEXT:-auto} in
+	created) need_gpus 1; SECOND=(--created) ;;
+	device1) need_gpus 2; SECOND=() ;;
+	auto) need_gpus 1; if (( $(gpu_count) >= 2 )); then SECOND=(); else SECOND=(--created); fi ;;
+	*) fail "SECOND_CONTEXT=$SECOND_CONTEXT: expected created or device1" ;;
+	esac
+	if (( ${#SECOND[@]} )); then
+		echo "second context: a context created on device 0 (--created)"
+	else
+		echo "second context: device 1's primary context"
+	fi
+}
+
+# expect_both_contexts DIAG: ctxguard's report names the owner and the
+# launch context: devices 0 and 1, or, with a created context, two
+# different contexts on device 0.
+expect_both_contexts() {
+	local owner launch
+	if (( ${#SECOND[@]} == 0 )); then
+		grep -qiE "$(device_re 0)" "$1" || fail "diagnostics do not name device 0"
+		grep -qiE "$(device_re 1)" "$1" || fail "diagnostics do not name device 1"
+		return 0
+	fi
+	owner=$(grep -m 1 -oE '^ctxguard: owner: context 0x[0-9a-f]+ on device 0' "$1" | grep -oE '0x[0-9a-f]+')
+	launch=$(grep -m 1 -oE '^ctxguard: launch: context 0x[0-9a-f]+ on device 0' "$1" | grep -oE '0x[0-9a-f]+')
+	[[ -n $owner && -n $launch ]] || fail "diagnostics do not name an owner and a launch context on device 0"
+	[[ $owner != "$launch" ]] || fail "owner and launch context are the same ($owner)"
+	echo "owner context $owner, launch context $launch, both on device 0"
 }
 
 need_files() {
@@ -126,6 +173,85 @@ need_python() {
 	for m; do
 		"$PYTHON" -c "import $m" >/dev/null 2>&1 || skip "$PYTHON cannot import $m"
 	done
+}
+
+# need_deepgemm: the real DeepGEMM, built from its public source by
+# tests/gpu/deepgemm.sh (cached outside the repo), importable from here on
+# (PYTHONPATH, DEEPGEMM_PATH, LD_PRELOAD of the system libstdc++,
+# DG_JIT_CACHE_DIR exported); skips with the script's reason otherwise.
+# Its LD_PRELOAD stays first: ctxguard appends its own library.
+need_deepgemm() {
+	local env
+	env=$(tests/gpu/deepgemm.sh 2>"$TMP/deepgemm.log") || {
+		sed 's/^/  /' "$TMP/deepgemm.log"
+		skip "$(tail -n 1 "$TMP/deepgemm.log")"
+	}
+	grep '^deepgemm.sh: ' "$TMP/deepgemm.log" | tail -n 1
+	eval "$env"
+}
+
+# expect_shadowed NAME CALLS: the verdict on a run under --shadow,
+#   run NAME "$CTXGUARD" --shadow ... --log "$TMP/NAME.%p.jsonl" -- PROGRAM
+# that made CALLS DeepGEMM GEMM launches: exit 0; the exit summary's
+# "shadowed N, mismatched M, undecodable K" (summed over its processes) with
+# N >= CALLS and M = 0; no
+# "shadow" log record of a mismatch, nor an undecodable GEMM (a DeepGEMM
+# kernel that is no GEMM, transpose_fp32, has no bundled twin: listed, not
+# failed).  Prints the count and the worst error per (dtype, layout).
+expect_shadowed() {
+	local summary
+	summary=$(grep -aoE 'shadowed [0-9]+, mismatched [0-9]+, undecodable [0-9]+' "$TMP/$1.err")
+	echo "summary: ${summary:-none}" | paste -sd';'
+	if (
+		expect_status 0
+		[[ -n $summary ]] || fail "no 'shadowed N, mismatched M, undecodable K' on stderr"
+		"$PYTHON" - "$2" "$summary" "$TMP/$1".*.jsonl <<'PY' || fail "shadow verdict (above)"
+import collections, json, re, sys
+calls, summary, logs = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
+# One summary per process (DeepGEMM's JIT runs nvcc under the preload too): summed.
+counts = re.findall(r"shadowed (\d+), mismatched (\d+), undecodable (\d+)", summary)
+shadowed, mismatched, undecodable = (sum(int(c[i]) for c in counts) for i in range(3))
+recs = [r for f in logs for r in map(json.loads, open(f)) if r.get("event") == "shadow"]
+worst, count, bad, other = collections.defaultdict(float), collections.Counter(), [], collections.Counter()
+for r in recs:
+    form = "%s %s" % (r.get("dtype"), r.get("layout"))
+    if r.get("result") == "match":
+        count[form] += 1
+        worst[form] = max(worst[form], float(r.get("max_rel_err") or 0))
+    elif r.get("result") == "undecodable" and not re.search(r"_gemm_(1d2d_)?impl", str(r.get("kernel"))):
+        other[r.get("kernel")] += 1
+    else:
+        bad.append(r)
+for form in sorted(count):
+    print("  %-28s %5d shadowed launches, worst rel error %.2e" % (form, count[form], worst[form]))
+for kernel, n in other.items():
+    print("  not a GEMM, no bundled twin (%d launches): %s" % (n, kernel))
+for r in bad[:10]:
+    print("  %s %s: %s %s, rel error %s (tolerance %s): %s" % (
+        r.get("result"), r.get("kernel"), r.get("dtype"), r.get("layout"), r.get("max_rel_err"),
+        r.get("tolerance"), r.get("reason")))
+if not count:
+    print("  no 'match' records: the log gives no error per form")
+why = []
+if shadowed < calls:
+    why.append("shadowed %d launches, the program made %d GEMM calls" % (shadowed, calls))
+if mismatched:
+    why.append("the summary counts %d mismatched" % mismatched)
+if bad:
+    why.append("%d GEMM launch(es) mismatched or not decoded (records above)" % len(bad))
+print("; ".join(why) or "every GEMM launch shadowed and matched")
+sys.exit(1 if why else 0)
+PY
+	); then
+		return 0
+	fi
+	evidence "$1"
+	exit 1
+}
+
+# need_shadow: this ctxguard has --shadow.
+need_shadow() {
+	"$CTXGUARD" --help 2>&1 | grep -q -- '--shadow' || fail "$CTXGUARD has no --shadow option"
 }
 
 # evidence NAME: what it takes to judge a ctxguard verdict from the output

@@ -6,7 +6,10 @@
  * plus its load address): no dlsym, no cuGetProcAddress, no preload.
  * Only the CUPTI backstop can see such a launch.
  *
- * usage: unhooked_route same|cross|silent CUBIN   (the fixture cubin)
+ * usage: unhooked_route [--created] same|cross|silent CUBIN   (the fixture cubin)
+ *   --created  "device 1" is a context made by cuCtxCreate on device 0: one
+ *           GPU is enough for cross (the driver refuses a function of one
+ *           context in another of the same device); silent needs two
  *   same    ctxguard_fixture_empty loaded and launched on device 0
  *   cross   loaded on device 0, launched with device 1 current (kind a):
  *           the driver itself refuses it, INVALID_HANDLE
@@ -15,7 +18,8 @@
  *           device 1's memory from GPU 0
  * exit: 0 launched (same), 1 set-up failure, 3 launch refused by the
  * driver, 4 silent: device 1 memory written by a device 0 kernel, 5 fewer
- * than 2 GPUs or no peer access.  stdout is line-buffered evidence. */
+ * than 2 GPUs or no peer access, or silent with --created.  stdout is
+ * line-buffered evidence. */
 #include <cuda.h>
 #include <dlfcn.h>
 #include <elf.h>
@@ -112,12 +116,19 @@ static void *from_symbol_table(const char *name, const char **where)
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	const int created = argc > 1 && strcmp(argv[1], "--created") == 0;
+	argc -= created;
+	argv += created;
 	if (argc < 3 || (strcmp(argv[1], "same") && strcmp(argv[1], "cross") &&
 			 strcmp(argv[1], "silent"))) {
-		fprintf(stderr, "usage: unhooked_route same|cross|silent CUBIN\n");
+		fprintf(stderr, "usage: unhooked_route [--created] same|cross|silent CUBIN\n");
 		return 1;
 	}
 	const char *mode = argv[1];
+	if (created && strcmp(mode, "silent") == 0) {
+		printf("silent needs a second device: memory of a context created on device 0 is device 0's\n");
+		return 5;
+	}
 	if (!(cuda = dlopen("libcuda.so.1", RTLD_NOW))) {
 		fprintf(stderr, "unhooked_route: %s\n", dlerror());
 		return 1;
@@ -125,15 +136,18 @@ int main(int argc, char **argv)
 	CHECK(D(cuInit)(0));
 	int n = 0;
 	CHECK(D(cuDeviceGetCount)(&n));
-	if (n < 2) {
+	if (n < 2 - created) {
 		printf("needs 2 GPUs, %d visible\n", n);
 		return 5;
 	}
 	CUdevice dev[2];
 	CUcontext ctx[2];
 	for (int i = 0; i < 2; i++) {
-		CHECK(D(cuDeviceGet)(&dev[i], i));
-		CHECK(D(cuDevicePrimaryCtxRetain)(&ctx[i], dev[i]));
+		CHECK(D(cuDeviceGet)(&dev[i], created ? 0 : i));
+		if (i && created)
+			CHECK(D(cuCtxCreate)(&ctx[i], NULL, 0, dev[i]));
+		else
+			CHECK(D(cuDevicePrimaryCtxRetain)(&ctx[i], dev[i]));
 	}
 	const char *where;
 	void *raw = from_symbol_table("cuLaunchKernel", &where);
@@ -175,8 +189,9 @@ int main(int argc, char **argv)
 	} else {
 		if (strcmp(mode, "cross") == 0)
 			CHECK(D(cuCtxSetCurrent)(ctx[1]));
-		printf("launching ctxguard_fixture_empty (device 0's) with device %d current\n",
-		       strcmp(mode, "cross") == 0);
+		printf("launching ctxguard_fixture_empty (device 0's) with %s current\n",
+		       strcmp(mode, "cross") ? "device 0" : created ? "a context created on device 0"
+							  : "device 1");
 		rc = launch(empty, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL);
 	}
 	const char *name = "?";

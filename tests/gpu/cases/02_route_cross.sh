@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # (b) Issue 2 without the shim: the device-0 CUfunction launched with device 1
-# current is refused by the driver; the program reports it as DeepGEMM does.
+# current (one GPU: a context created on device 0) is refused by the driver;
+# the program reports it as DeepGEMM does.
 # shellcheck source=tests/gpu/lib.sh
 . "$(dirname "$0")/../lib.sh"
-need_gpus 2
+second_context
 need_files "$ROUTE" "$CUBIN"
-run cross "$ROUTE" cross "$CUBIN"
+run cross "$ROUTE" "${SECOND[@]}" cross "$CUBIN"
 show cross
 skip_if_unreproducible cross
 expect_status 3

@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # (c) Issue 2 under ctxguard --mode abort: SIGABRT, the documented DeepGEMM
-# message as stderr's first line, diagnostics naming the kernel and devices 0/1.
+# message as stderr's first line, diagnostics naming the kernel and devices 0/1
+# (one GPU: two contexts of device 0).
 # shellcheck source=tests/gpu/lib.sh
 . "$(dirname "$0")/../lib.sh"
-need_gpus 2
+second_context
 need_files "$CTXGUARD" "$ROUTE" "$CUBIN"
-run abort "$CTXGUARD" --mode abort -- "$ROUTE" cross "$CUBIN"
+run abort "$CTXGUARD" --mode abort -- "$ROUTE" "${SECOND[@]}" cross "$CUBIN"
 show abort
 skip_if_unreproducible abort
 expect_abort_report abort
-grep -qiE "$(device_re 0)" "$TMP/abort.diag" || fail "diagnostics do not name device 0"
-grep -qiE "$(device_re 1)" "$TMP/abort.diag" || fail "diagnostics do not name device 1"
+expect_both_contexts "$TMP/abort.diag"
 grep -q 'launch returned CUDA_SUCCESS (device 0 function' "$TMP/abort.out" &&
 	fail "the crossing launch returned"
 pass "crossing stopped with the documented message"

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # (d) Issue 2 under --mode error: the launch fails with 400 and cuGetErrorString
 # gives the documented message, so DeepGEMM's own error line carries it; the
-# program exits through its error path (3), no abort, no core.
+# program exits through its error path (3), no abort, no core.  One GPU: the
+# second context is one created on device 0.
 # shellcheck source=tests/gpu/lib.sh
 . "$(dirname "$0")/../lib.sh"
-need_gpus 2
+second_context
 need_files "$CTXGUARD" "$ROUTE" "$CUBIN"
-run error "$CTXGUARD" --mode error -- "$ROUTE" cross "$CUBIN"
+run error "$CTXGUARD" --mode error -- "$ROUTE" "${SECOND[@]}" cross "$CUBIN"
 show error
 skip_if_unreproducible error
 expect_status 3

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # (e) Issue 2 under --mode warn: ctxguard logs the crossing and lets the launch
-# through, so the driver's own INVALID_HANDLE reaches the program.
+# through, so the driver's own INVALID_HANDLE reaches the program.  One GPU:
+# the second context is one created on device 0.
 # shellcheck source=tests/gpu/lib.sh
 . "$(dirname "$0")/../lib.sh"
-need_gpus 2
+second_context
 need_files "$CTXGUARD" "$ROUTE" "$CUBIN"
-run warn "$CTXGUARD" --mode warn --log "$TMP/log.%p.jsonl" -- "$ROUTE" cross "$CUBIN"
+run warn "$CTXGUARD" --mode warn --log "$TMP/log.%p.jsonl" -- "$ROUTE" "${SECOND[@]}" cross "$CUBIN"
 show warn
 skip_if_unreproducible warn
 expect_status 3

@@ -3,7 +3,7 @@
 # --mode abort --scope all: exit 0, "torch_two_gpu: ok", 0 crossings.
 # shellcheck source=tests/gpu/lib.sh
 . "$(dirname "$0")/../lib.sh"
-need_gpus 2
+need_gpus 2 "a job over two devices (copies and layers between them)"
 need_files "$CTXGUARD" examples/torch_two_gpu.py
 "$PYTHON" -c 'import torch, triton' >/dev/null 2>&1 || skip "$PYTHON cannot import torch and triton"
 export TRITON_CACHE_DIR=$TMP/triton    # compile afresh, under the shim

@@ -4,7 +4,7 @@
 # wrong against the final A.
 # shellcheck source=tests/gpu/lib.sh
 . "$(dirname "$0")/../lib.sh"
-need_gpus 2
+need_gpus 2 "$OPERAND_ON_ANOTHER_DEVICE"
 need_files "$ROUTE" "$CUBIN"
 run silent "$ROUTE" silent "$CUBIN"
 show silent

@@ -6,7 +6,7 @@
 # the descriptors alone cross.
 # shellcheck source=tests/gpu/lib.sh
 . "$(dirname "$0")/../lib.sh"
-need_gpus 2
+need_gpus 2 "$OPERAND_ON_ANOTHER_DEVICE"
 need_files "$CTXGUARD" "$ROUTE" "$CUBIN"
 run abort "$CTXGUARD" --mode abort -- "$ROUTE" silent "$CUBIN"
 show abort

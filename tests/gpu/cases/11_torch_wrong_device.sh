@@ -7,7 +7,7 @@
 # ctxguard's message in cuGetErrorString, printed by the program's own check.
 # shellcheck source=tests/gpu/lib.sh
 . "$(dirname "$0")/../lib.sh"
-need_gpus 2
+need_gpus 2 "$OPERAND_ON_ANOTHER_DEVICE"
 need_files "$CTXGUARD" examples/torch_wrong_device.py
 need_python torch
 prog=("$PYTHON" examples/torch_wrong_device.py wrong)

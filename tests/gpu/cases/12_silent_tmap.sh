@@ -7,7 +7,7 @@
 # (tensor_map_address_word: the learned word, -1 when looked up by hash).
 # shellcheck source=tests/gpu/lib.sh
 . "$(dirname "$0")/../lib.sh"
-need_gpus 2
+need_gpus 2 "$OPERAND_ON_ANOTHER_DEVICE"
 need_files "$CTXGUARD" "$ROUTE" "$CUBIN"
 run plain "$ROUTE" silent_tmap "$CUBIN"
 show plain

@@ -5,7 +5,7 @@
 # under --mode abort --scope all: the job's checks pass, 0 crossings.
 # shellcheck source=tests/gpu/lib.sh
 . "$(dirname "$0")/../lib.sh"
-need_gpus 2
+need_gpus 2 "a model split over two devices by device_map"
 need_files "$CTXGUARD" examples/moe_device_map.py
 need_python torch transformers accelerate
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1

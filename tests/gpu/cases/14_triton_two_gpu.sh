@@ -3,10 +3,11 @@
 # device (cuModuleLoadData per context, cuLaunchKernelEx), one of them with
 # every operand in a host-built TMA descriptor, under --mode abort
 # --scope all: results correct, 0 crossings, and the descriptors were seen
-# (cuTensorMapEncodeTiled counted in the log's summary).
+# (cuTensorMapEncodeTiled counted in the log's summary).  One GPU: cuda:0
+# alone, every kernel route still checked.
 # shellcheck source=tests/gpu/lib.sh
 . "$(dirname "$0")/../lib.sh"
-need_gpus 2
+need_gpus 1
 need_files "$CTXGUARD" examples/triton_two_gpu.py
 need_python torch triton
 export TRITON_CACHE_DIR=$TMP/triton    # compile afresh, under the shim

@@ -5,7 +5,7 @@
 # workers report launches and 0 crossings.
 # shellcheck source=tests/gpu/lib.sh
 . "$(dirname "$0")/../lib.sh"
-need_gpus 2
+need_gpus 2 "two ranks, one device each"
 need_files "$CTXGUARD" examples/ep_torchrun.py
 need_python torch
 # NVLink multicast is off-limits on the test machine.

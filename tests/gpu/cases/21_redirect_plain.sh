@@ -5,6 +5,8 @@
 # (device 1's legacy / non-blocking side stream still producing A) give a
 # wrong D, so the redirect cases can fail; handle (current device 1) is
 # refused with CUDA_ERROR_INVALID_HANDLE.
+# One GPU: the handle situations with a context created on device 0
+# (crossing_matrix); the others need a second device.
 # shellcheck source=tests/gpu/lib.sh
 . "$(dirname "$0")/../lib.sh"
 # shellcheck source=tests/gpu/redirect.sh

@@ -6,6 +6,8 @@
 # reference (bf16 1e-2, fp8 3e-2), stderr has a "ctxguard: redirect:" line
 # and the summary counts the redirects.  Case 21 shows the same calls wrong
 # or refused without ctxguard.
+# One GPU: the handle situations with a context created on device 0
+# (crossing_matrix); the others need a second device.
 # shellcheck source=tests/gpu/lib.sh
 . "$(dirname "$0")/../lib.sh"
 # shellcheck source=tests/gpu/redirect.sh

@@ -6,7 +6,7 @@
 # crossing calls reported as redirected.
 # shellcheck source=tests/gpu/lib.sh
 . "$(dirname "$0")/../lib.sh"
-need_gpus 2
+need_gpus 2 "the cost of redirecting to another device"
 need_python torch
 SM90_CUBIN=${SM90_CUBIN:-$BUILD/gpu/deepgemm_sm90.cubin}
 need_files "$CTXGUARD" "$BUILD/libctxguard.so" "$SM90_CUBIN" bench/bench_redirect.py

@@ -2,31 +2,36 @@
 # Issue 12: the real PyTorch jobs of the suite (cases 07, 13-16) under
 # --backstop --audit --scope all: every launch came through the hooks
 # (unhooked 0 in every process), the backstop watched throughout, and no
-# crossing.  A job whose modules are missing is left out; all missing skips.
+# crossing.  A job whose modules or GPUs are missing is left out (on one
+# GPU: triton, compile and graph run, on cuda:0); all missing skips.
 # BACKSTOP_JOBS picks jobs by name (case 43 runs the slow ones this way).
 # shellcheck source=tests/gpu/lib.sh
 . "$(dirname "$0")/../lib.sh"
 # shellcheck source=tests/gpu/cupti.sh
 . "$(dirname "$0")/../cupti.sh"
-need_gpus 2
+need_gpus 1
 need_files "$CTXGUARD"
 need_python torch
 use_torch_cupti
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 export TRITON_CACHE_DIR=$TMP/triton TORCHINDUCTOR_CACHE_DIR=$TMP/inductor
 
-# name | modules it needs | script and arguments | its ok line
+# name | GPUs | modules it needs | script and arguments | its ok line
 jobs=(
-	"torch|torch triton|examples/torch_two_gpu.py|torch_two_gpu: ok"
-	"triton|torch triton|examples/triton_two_gpu.py|triton_two_gpu: ok"
-	"moe|torch transformers accelerate|examples/moe_device_map.py|moe_device_map: ok"
-	"compile|torch triton|examples/torch_compile_graph.py compile|torch_compile_graph: ok"
-	"graph|torch|examples/torch_compile_graph.py graph|torch_compile_graph: ok"
+	"torch|2|torch triton|examples/torch_two_gpu.py|torch_two_gpu: ok"
+	"triton|1|torch triton|examples/triton_two_gpu.py|triton_two_gpu: ok"
+	"moe|2|torch transformers accelerate|examples/moe_device_map.py|moe_device_map: ok"
+	"compile|1|torch triton|examples/torch_compile_graph.py compile|torch_compile_graph: ok"
+	"graph|1|torch|examples/torch_compile_graph.py graph|torch_compile_graph: ok"
 )
 ran=0
 for job in "${jobs[@]}"; do
-	IFS='|' read -r name modules script okline <<<"$job"
+	IFS='|' read -r name gpus modules script okline <<<"$job"
 	[[ " ${BACKSTOP_JOBS:-torch moe graph} " == *" $name "* ]] || continue
+	if (( $(gpu_count) < gpus )); then
+		echo "# $name left out: needs $gpus GPUs"
+		continue
+	fi
 	missing=
 	for m in $modules; do "$PYTHON" -c "import $m" >/dev/null 2>&1 || missing+=" $m"; done
 	if [[ -n $missing ]]; then

@@ -7,7 +7,7 @@
 # crossings.
 # shellcheck source=tests/gpu/lib.sh
 . "$(dirname "$0")/../lib.sh"
-need_gpus 2
+need_gpus 2 "two ranks, one device each"
 need_files "$CTXGUARD" examples/ep_torchrun.py
 need_python torch
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1

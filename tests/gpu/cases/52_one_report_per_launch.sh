@@ -6,7 +6,7 @@
 # noperands >= 2; the summary counts launches, not operands.
 # shellcheck source=tests/gpu/lib.sh
 . "$(dirname "$0")/../lib.sh"
-need_gpus 2
+need_gpus 2 "$OPERAND_ON_ANOTHER_DEVICE"
 need_files "$CTXGUARD" "$ROUTE" "$CUBIN"
 run warn "$CTXGUARD" --mode warn --log "$TMP/warn.%p.jsonl" -- "$ROUTE" silent "$CUBIN"
 show warn

@@ -8,7 +8,7 @@
 . "$(dirname "$0")/../lib.sh"
 # shellcheck source=tests/gpu/pip.sh
 . "$(dirname "$0")/../pip.sh"
-need_gpus 2
+need_gpus 2 "a model split over two devices by device_map"
 need_python torch transformers accelerate
 pip_env reuse
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TRITON_CACHE_DIR=$TMP/triton
