@@ -190,14 +190,16 @@ need_deepgemm() {
 	eval "$env"
 }
 
-# expect_shadowed NAME CALLS: the verdict on a run under --shadow,
+# expect_shadowed NAME CALLS [REFUSED]: the verdict on a run under --shadow,
 #   run NAME "$CTXGUARD" --shadow ... --log "$TMP/NAME.%p.jsonl" -- PROGRAM
 # that made CALLS DeepGEMM GEMM launches: exit 0; the exit summary's
 # "shadowed N, mismatched M, undecodable K" (summed over its processes) with
 # N >= CALLS and M = 0; no
 # "shadow" log record of a mismatch, nor an undecodable GEMM (a DeepGEMM
 # kernel that is no GEMM, transpose_fp32, has no bundled twin: listed, not
-# failed).  Prints the count and the worst error per (dtype, layout).
+# failed; nor a GEMM whose reason matches the extended regex REFUSED, a
+# launch the redirect documents it refuses: listed with the reason).
+# Prints the count and the worst error per (dtype, layout).
 expect_shadowed() {
 	local summary
 	summary=$(grep -aoE 'shadowed [0-9]+, mismatched [0-9]+, undecodable [0-9]+' "$TMP/$1.err")
@@ -205,14 +207,15 @@ expect_shadowed() {
 	if (
 		expect_status 0
 		[[ -n $summary ]] || fail "no 'shadowed N, mismatched M, undecodable K' on stderr"
-		"$PYTHON" - "$2" "$summary" "$TMP/$1".*.jsonl <<'PY' || fail "shadow verdict (above)"
+		"$PYTHON" - "$2" "$summary" "${3:-}" "$TMP/$1".*.jsonl <<'PY' || fail "shadow verdict (above)"
 import collections, json, re, sys
-calls, summary, logs = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
+calls, summary, refusable, logs = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4:]
 # One summary per process (DeepGEMM's JIT runs nvcc under the preload too): summed.
 counts = re.findall(r"shadowed (\d+), mismatched (\d+), undecodable (\d+)", summary)
 shadowed, mismatched, undecodable = (sum(int(c[i]) for c in counts) for i in range(3))
 recs = [r for f in logs for r in map(json.loads, open(f)) if r.get("event") == "shadow"]
 worst, count, bad, other = collections.defaultdict(float), collections.Counter(), [], collections.Counter()
+refused = collections.Counter()
 for r in recs:
     form = "%s %s" % (r.get("dtype"), r.get("layout"))
     if r.get("result") == "match":
@@ -220,12 +223,16 @@ for r in recs:
         worst[form] = max(worst[form], float(r.get("max_rel_err") or 0))
     elif r.get("result") == "undecodable" and not re.search(r"_gemm_(1d2d_)?impl", str(r.get("kernel"))):
         other[r.get("kernel")] += 1
+    elif r.get("result") == "undecodable" and refusable and re.search(refusable, str(r.get("reason"))):
+        refused[r.get("reason")] += 1
     else:
         bad.append(r)
 for form in sorted(count):
     print("  %-28s %5d shadowed launches, worst rel error %.2e" % (form, count[form], worst[form]))
 for kernel, n in other.items():
     print("  not a GEMM, no bundled twin (%d launches): %s" % (n, kernel))
+for reason, n in refused.items():
+    print("  refused by the decode, as documented (%d launches): %s" % (n, reason))
 for r in bad[:10]:
     print("  %s %s: %s %s, rel error %s (tolerance %s): %s" % (
         r.get("result"), r.get("kernel"), r.get("dtype"), r.get("layout"), r.get("max_rel_err"),
@@ -233,8 +240,9 @@ for r in bad[:10]:
 if not count:
     print("  no 'match' records: the log gives no error per form")
 why = []
-if shadowed < calls:
-    why.append("shadowed %d launches, the program made %d GEMM calls" % (shadowed, calls))
+if shadowed + sum(refused.values()) < calls:
+    why.append("shadowed %d launches (and %d refused), the program made %d GEMM calls"
+               % (shadowed, sum(refused.values()), calls))
 if mismatched:
     why.append("the summary counts %d mismatched" % mismatched)
 if bad:
