@@ -4,6 +4,8 @@
  * read per pointer operand; nothing is allocated. */
 #include <string.h>
 
+/* The handlers are inlined into the wrappers at the end of this file. */
+#define CG_HANDLER_INLINE inline __attribute__((always_inline))
 #include "redirect.h"
 
 static CUresult crossing(const char *api, const struct cg_fn *fn, CUcontext launch_ctx,
@@ -14,22 +16,19 @@ static CUresult crossing(const char *api, const struct cg_fn *fn, CUcontext laun
 	return cg_act(&c, fn);
 }
 
-/* Inlined into each launch handler: the hot path of every launch. */
-static inline __attribute__((always_inline)) CUresult
-check(const char *api, CUfunction f, CUcontext launch_ctx, CUstream stream, void **params,
-      void **extra)
+/* The check of a function the scope takes in (or of one not seen loaded,
+ * under scope all): out of line, so that the wrapper of any other launch
+ * stays a few loads and a tail call. */
+static __attribute__((noinline)) CUresult
+check_fn(const char *api, const struct cg_fn *fn, CUfunction f, CUcontext launch_ctx,
+	 CUstream stream, void **params, void **extra)
 {
-	cg_count(CG_C_LAUNCHES);
-	const struct cg_fn *fn = cg_fn_get((uintptr_t)f);
-	int all = cg_policy->scope == CG_SCOPE_ALL;
 	if (CG_UNLIKELY(!fn)) {
 		/* Loaded out of sight (cudart's own fatbins): only its
 		 * operands can be checked, and only when asked for. */
-		if (!all || !cg_policy->operands || !(fn = cg_fn_seen((uintptr_t)f, stream)))
+		if (!cg_policy->operands || !(fn = cg_fn_seen((uintptr_t)f, stream)))
 			return CUDA_SUCCESS;
 	}
-	if (fn->rule < 0 && !all)
-		return CUDA_SUCCESS;
 	if (!launch_ctx)
 		launch_ctx = cg_launch_ctx(stream);
 	/* No launch context: the driver itself refuses the launch. */
@@ -41,6 +40,19 @@ check(const char *api, CUfunction f, CUcontext launch_ctx, CUstream stream, void
 	if (cg_policy->operands)
 		return cg_check_operands(api, fn, launch_ctx, stream, params, extra);
 	return CUDA_SUCCESS;
+}
+
+/* Inlined into each launch handler: the hot path of every launch. */
+static inline __attribute__((always_inline)) CUresult
+check(const char *api, CUfunction f, CUcontext launch_ctx, CUstream stream, void **params,
+      void **extra)
+{
+	cg_count(CG_C_LAUNCHES);
+	const struct cg_fn *fn = cg_fn_get((uintptr_t)f);
+	/* Under scope experts, only the kernels a rule names. */
+	if (CG_LIKELY(cg_policy->scope != CG_SCOPE_ALL) && (!fn || fn->rule < 0))
+		return CUDA_SUCCESS;
+	return check_fn(api, fn, f, launch_ctx, stream, params, extra);
 }
 
 /* A launch that goes through (or is redirected) leaves no refusal message
@@ -117,3 +129,54 @@ CUresult cg_check_each(const char *api, const CUDA_LAUNCH_PARAMS *list, unsigned
 
 CG_CHECKED(cuLaunchCooperativeKernelMultiDevice,
 	   cg_check_each(v->symbol, launchParamsList, numDevices))
+
+/* A launch that passes unchecked, decided without a call: ctxguard is
+ * ready, the driver has the variant, this thread counts in a block of its
+ * own, no backstop waits for a mark, and the scope leaves the function
+ * out.  It is counted and clears the refusal message, as check() would. */
+static inline __attribute__((always_inline)) int passes(int variant, CUfunction f)
+{
+	_Atomic unsigned long *counts = cg_counts.v;
+	if (CG_UNLIKELY(atomic_load_explicit(&cg_state, memory_order_acquire) != 2) ||
+	    CG_UNLIKELY(!cg_variants[variant].real) || CG_UNLIKELY(!counts) ||
+	    CG_UNLIKELY(cg_counts.shared) || CG_UNLIKELY(cg_policy->backstop) ||
+	    CG_UNLIKELY(cg_policy->scope == CG_SCOPE_ALL))
+		return 0;
+	const struct cg_fn *fn = cg_fn_get((uintptr_t)f);
+	if (fn && fn->rule >= 0)
+		return 0;
+	cg_bump_own(counts, CG_NCOUNTERS + variant);
+	cg_bump_own(counts, CG_C_LAUNCHES);
+	cg_error_clear();
+	return 1;
+}
+
+/* The function each launch family launches, for that fast path (NULL:
+ * none, always checked). */
+#define F_cuLaunchKernel f
+#define F_cuLaunchKernelEx f
+#define F_cuLaunchCooperativeKernel f
+#define F_cuLaunchCooperativeKernelMultiDevice NULL
+#define F_cuLaunch f
+#define F_cuLaunchGrid f
+#define F_cuLaunchGridAsync f
+
+/* The launches' exported wrappers: the fast path, else the wrapper every
+ * other entry point has (CG_WRAPPER_AS), here so that it inlines its
+ * handler and the check without link-time optimisation.  Both are tail
+ * calls with the program's own arguments: the fast path needs no frame. */
+#define FAMILY(fam)
+#define VARIANT(fam, sym)
+#define LAUNCH(fam, sym)                                                     \
+	static __attribute__((noinline)) CG_WRAPPER_AS(fam, sym, checked_##sym) \
+	CG_EXPORT CUresult sym P_##fam                                       \
+	{                                                                    \
+		cg_pfn_##fam to = checked_##sym;                             \
+		if (F_##fam && passes(CG_V_##sym, F_##fam))                  \
+			to = CG_REAL(fam, &cg_variants[CG_V_##sym]);         \
+		return to(CG_UNPAREN(A_##fam));                              \
+	}
+#include "hooks.def"
+#undef FAMILY
+#undef VARIANT
+#undef LAUNCH
