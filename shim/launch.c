@@ -8,8 +8,8 @@
 #define CG_HANDLER_INLINE inline __attribute__((always_inline))
 #include "redirect.h"
 
-static CUresult crossing(const char *api, const struct cg_fn *fn, CUcontext launch_ctx,
-			 CUstream stream)
+static __attribute__((noinline, cold)) CUresult
+crossing(const char *api, const struct cg_fn *fn, CUcontext launch_ctx, CUstream stream)
 {
 	struct cg_crossing c;
 	cg_crossing_init(&c, 'a', api, fn, launch_ctx, cg_ctx_device(launch_ctx), stream);
@@ -42,13 +42,22 @@ check_fn(const char *api, const struct cg_fn *fn, CUfunction f, CUcontext launch
 	return CUDA_SUCCESS;
 }
 
+/* The record a launch wrapper's fast path found for a function it had to
+ * leave to the check (passes()), handed to that check, its next step on
+ * this thread: the function is looked up once per launch. */
+static _Thread_local const struct cg_fn *handed CG_TLS;
+
 /* Inlined into each launch handler: the hot path of every launch. */
 static inline __attribute__((always_inline)) CUresult
 check(const char *api, CUfunction f, CUcontext launch_ctx, CUstream stream, void **params,
       void **extra)
 {
 	cg_count(CG_C_LAUNCHES);
-	const struct cg_fn *fn = cg_fn_get((uintptr_t)f);
+	const struct cg_fn *fn = handed;
+	if (fn)
+		handed = NULL;
+	if (!fn || fn->handle != (uintptr_t)f)
+		fn = cg_fn_get((uintptr_t)f);
 	/* Under scope experts, only the kernels a rule names. */
 	if (CG_LIKELY(cg_policy->scope != CG_SCOPE_ALL) && (!fn || fn->rule < 0))
 		return CUDA_SUCCESS;
@@ -143,8 +152,10 @@ static inline __attribute__((always_inline)) int passes(int variant, CUfunction 
 	    CG_UNLIKELY(cg_policy->scope == CG_SCOPE_ALL))
 		return 0;
 	const struct cg_fn *fn = cg_fn_get((uintptr_t)f);
-	if (fn && fn->rule >= 0)
+	if (fn && fn->rule >= 0) {
+		handed = fn;
 		return 0;
+	}
 	cg_bump_own(counts, CG_NCOUNTERS + variant);
 	cg_bump_own(counts, CG_C_LAUNCHES);
 	cg_error_clear();

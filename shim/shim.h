@@ -334,9 +334,49 @@ void cg_registry_counts(size_t *mods, size_t *fns, size_t *experts);
 /* ---- contexts (shim/context.c) ---- */
 
 CUcontext cg_current_ctx(void);
-/* The context a launch on stream s runs in (current for NULL/legacy/ptds). */
-CUcontext cg_launch_ctx(CUstream s);
-int cg_ctx_device(CUcontext ctx);            /* -1 if unknown; cached */
+/* Each thread's last answers, valid while the epoch has not moved since:
+ * a context or stream destroyed anywhere moves it (ctxguard sees the
+ * destroys it hooks; the handle may come back for another context). */
+extern _Atomic unsigned cg_ctx_epoch;
+struct cg_last_stream {
+	CUstream stream;           /* never NULL, legacy or per-thread */
+	CUcontext ctx;
+	unsigned epoch;
+};
+extern _Thread_local struct cg_last_stream cg_last_stream CG_TLS;
+struct cg_last_ctx {
+	CUcontext ctx;
+	int dev;
+	unsigned epoch;
+};
+extern _Thread_local struct cg_last_ctx cg_last_ctx CG_TLS;
+CUcontext cg_launch_ctx_ask(CUstream s);
+int cg_ctx_device_ask(CUcontext ctx);
+/* The context a launch on stream s runs in (current for NULL/legacy/ptds):
+ * the thread's last answer for s while no destroy voided it, else the
+ * driver's. */
+static inline CUcontext cg_launch_ctx(CUstream s)
+{
+	if (CG_LIKELY(s == cg_last_stream.stream) &&
+	    (uintptr_t)s > (uintptr_t)CU_STREAM_PER_THREAD &&
+	    CG_LIKELY(cg_last_stream.epoch ==
+		      atomic_load_explicit(&cg_ctx_epoch, memory_order_acquire)))
+		return cg_last_stream.ctx;
+	return cg_launch_ctx_ask(s);
+}
+/* -1 if unknown; cached (the thread's last answer, then a table) */
+static inline int cg_ctx_device(CUcontext ctx)
+{
+	if (CG_LIKELY(ctx == cg_last_ctx.ctx) && ctx &&
+	    CG_LIKELY(cg_last_ctx.epoch == atomic_load_explicit(&cg_ctx_epoch, memory_order_acquire)))
+		return cg_last_ctx.dev;
+	return cg_ctx_device_ask(ctx);
+}
+/* A stream was destroyed: every thread's last stream answer is void. */
+static inline void cg_stream_gone(void)
+{
+	atomic_fetch_add(&cg_ctx_epoch, 1);
+}
 /* Whether s is capturing a graph (or cannot be asked): then the slow paths
  * (naming a new function, its layout, an unknown address) wait for a
  * launch outside the capture, so ctxguard adds no driver call that a
@@ -431,8 +471,14 @@ struct cg_layout {
 	struct { uint16_t index; uint16_t kind; uint32_t offset; } p[];
 };
 /* The parameters worth checking, from cuFuncGetParamInfo, once per
- * function (cached in the record). */
-const struct cg_layout *cg_layout_of(const struct cg_fn *fn, CUstream stream);
+ * function (cached in the record: inline, one load once built). */
+const struct cg_layout *cg_layout_build(const struct cg_fn *fn, CUstream stream);
+static inline const struct cg_layout *cg_layout_of(const struct cg_fn *fn, CUstream stream)
+{
+	const struct cg_layout *l =
+		atomic_load_explicit(&((struct cg_fn *)fn)->layout, memory_order_acquire);
+	return CG_LIKELY(l) ? l : cg_layout_build(fn, stream);
+}
 
 /* Kind (b) for one launch of fn in ctx (shim/operands.c): its parameters
  * are kernelParams, else extra's buffer, or with extra CG_PARAM_SPACE what
