@@ -1,7 +1,8 @@
 /* Launch entry points: the check every kernel launch in the process goes
  * through.  The hot path is one lock-free registry read and, for a checked
- * function, one cuCtxGetCurrent or cuStreamGetCtx, plus one lock-free map
- * read per pointer operand; nothing is allocated. */
+ * function, one cuCtxGetCurrent (NULL, legacy and per-thread streams; a
+ * stream's context is asked once per thread, cg_launch_ctx), plus one
+ * lock-free map read per pointer operand; nothing is allocated. */
 #include <string.h>
 
 /* The handlers are inlined into the wrappers at the end of this file. */
@@ -16,19 +17,32 @@ crossing(const char *api, const struct cg_fn *fn, CUcontext launch_ctx, CUstream
 	return cg_act(&c, fn);
 }
 
-/* The check of a function the scope takes in (or of one not seen loaded,
- * under scope all): out of line, so that the wrapper of any other launch
- * stays a few loads and a tail call. */
-static __attribute__((noinline)) CUresult
-check_fn(const char *api, const struct cg_fn *fn, CUfunction f, CUcontext launch_ctx,
-	 CUstream stream, void **params, void **extra)
+/* The record a launch wrapper's fast path found for a function it had to
+ * leave to the check (passes()), handed to that check, its next step on
+ * this thread: the function is looked up once per launch. */
+static _Thread_local const struct cg_fn *handed CG_TLS;
+
+/* Inlined into each launch handler: the check of a launch that the
+ * wrappers' fast path (passes(), below) could not let through. */
+static inline __attribute__((always_inline)) CUresult
+check(const char *api, CUfunction f, CUcontext launch_ctx, CUstream stream, void **params,
+      void **extra)
 {
+	cg_count(CG_C_LAUNCHES);
+	const struct cg_fn *fn = handed;
+	if (fn)
+		handed = NULL;
+	if (!fn || fn->handle != (uintptr_t)f)
+		fn = cg_fn_get((uintptr_t)f);
+	int all = cg_policy->scope == CG_SCOPE_ALL;
 	if (CG_UNLIKELY(!fn)) {
 		/* Loaded out of sight (cudart's own fatbins): only its
 		 * operands can be checked, and only when asked for. */
-		if (!cg_policy->operands || !(fn = cg_fn_seen((uintptr_t)f, stream)))
+		if (!all || !cg_policy->operands || !(fn = cg_fn_seen((uintptr_t)f, stream)))
 			return CUDA_SUCCESS;
 	}
+	if (fn->rule < 0 && !all)
+		return CUDA_SUCCESS;
 	if (!launch_ctx)
 		launch_ctx = cg_launch_ctx(stream);
 	/* No launch context: the driver itself refuses the launch. */
@@ -40,28 +54,6 @@ check_fn(const char *api, const struct cg_fn *fn, CUfunction f, CUcontext launch
 	if (cg_policy->operands)
 		return cg_check_operands(api, fn, launch_ctx, stream, params, extra);
 	return CUDA_SUCCESS;
-}
-
-/* The record a launch wrapper's fast path found for a function it had to
- * leave to the check (passes()), handed to that check, its next step on
- * this thread: the function is looked up once per launch. */
-static _Thread_local const struct cg_fn *handed CG_TLS;
-
-/* Inlined into each launch handler: the hot path of every launch. */
-static inline __attribute__((always_inline)) CUresult
-check(const char *api, CUfunction f, CUcontext launch_ctx, CUstream stream, void **params,
-      void **extra)
-{
-	cg_count(CG_C_LAUNCHES);
-	const struct cg_fn *fn = handed;
-	if (fn)
-		handed = NULL;
-	if (!fn || fn->handle != (uintptr_t)f)
-		fn = cg_fn_get((uintptr_t)f);
-	/* Under scope experts, only the kernels a rule names. */
-	if (CG_LIKELY(cg_policy->scope != CG_SCOPE_ALL) && (!fn || fn->rule < 0))
-		return CUDA_SUCCESS;
-	return check_fn(api, fn, f, launch_ctx, stream, params, extra);
 }
 
 /* A launch that goes through (or is redirected) leaves no refusal message
@@ -174,8 +166,8 @@ static inline __attribute__((always_inline)) int passes(int variant, CUfunction 
 
 /* The launches' exported wrappers: the fast path, else the wrapper every
  * other entry point has (CG_WRAPPER_AS), here so that it inlines its
- * handler and the check without link-time optimisation.  Both are tail
- * calls with the program's own arguments: the fast path needs no frame. */
+ * handler and the check without link-time optimisation.  Either way one
+ * tail call with the program's own arguments. */
 #define FAMILY(fam)
 #define VARIANT(fam, sym)
 #define LAUNCH(fam, sym)                                                     \
