@@ -38,12 +38,17 @@ static void setup(const char *mode)
 	}
 }
 
-static CUresult launch(CUfunction f)
+static CUresult launch_on(CUfunction f, CUstream s)
 {
 	CUtensorMap arg[7];
 	memset(arg, 0, sizeof arg);
 	void *params[7] = {&arg[0], &arg[1], &arg[2], &arg[3], &arg[4], &arg[5], &arg[6]};
-	return cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, NULL, params, NULL);
+	return cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, s, params, NULL);
+}
+
+static CUresult launch(CUfunction f)
+{
+	return launch_on(f, NULL);
 }
 
 struct result {
@@ -97,6 +102,58 @@ START_TEST(sixteen_threads_two_devices)
 	ck_assert_int_eq(wrong, 0);
 	ck_assert_int_eq(refused, crossings);
 	ck_assert_int_eq(ok, THREADS * ROUNDS - crossings);
+}
+END_TEST
+
+/* Threads make a stream on one device and then the other, launch on it
+ * and destroy it, over and over: the driver hands the handles out again,
+ * to either device, and each launch is checked against the context its
+ * stream has now, never the one a thread remembered for an earlier one. */
+static void *churner(void *arg)
+{
+	long i = (long)arg;
+	struct result *res = calloc(1, sizeof *res);
+	for (int k = 0; k < ROUNDS / 10; k++) {
+		int d = (int)((i + k) % 2);
+		cuCtxSetCurrent(ctx[d]);
+		CUstream s;
+		if (cuStreamCreate(&s, 0) != CUDA_SUCCESS) {
+			res->wrong++;
+			continue;
+		}
+		for (int j = 0; j < 4; j++) {
+			int cross = j == 3;
+			CUresult rc = launch_on(fn[cross ? 1 - d : d], s);
+			if (rc == CUDA_SUCCESS && !cross)
+				res->ok++;
+			else if (rc == CUDA_ERROR_INVALID_HANDLE && cross)
+				res->refused++;
+			else
+				res->wrong++;
+		}
+		cuStreamDestroy(s);
+	}
+	return res;
+}
+
+START_TEST(streams_made_and_destroyed_while_launching)
+{
+	setup("error");
+	pthread_t t[THREADS];
+	for (long i = 0; i < THREADS; i++)
+		ck_assert_int_eq(pthread_create(&t[i], NULL, churner, (void *)i), 0);
+	int ok = 0, refused = 0, wrong = 0;
+	for (long i = 0; i < THREADS; i++) {
+		struct result *res;
+		pthread_join(t[i], (void **)&res);
+		ok += res->ok;
+		refused += res->refused;
+		wrong += res->wrong;
+		free(res);
+	}
+	ck_assert_int_eq(wrong, 0);
+	ck_assert_int_eq(refused, THREADS * (ROUNDS / 10));
+	ck_assert_int_eq(ok, 3 * THREADS * (ROUNDS / 10));
 }
 END_TEST
 
@@ -182,6 +239,7 @@ int main(void)
 	TCase *t = tcase_create("concurrency");
 	tcase_set_timeout(t, 120);
 	tcase_add_test(t, sixteen_threads_two_devices);
+	tcase_add_test(t, streams_made_and_destroyed_while_launching);
 	tcase_add_test(t, error_message_is_per_failure);
 	tcase_add_test(t, forked_child_starts_clean);
 	tcase_add_test(t, variant_the_driver_lacks);
