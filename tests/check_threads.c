@@ -82,26 +82,36 @@ static void *worker(void *arg)
 	return res;
 }
 
-START_TEST(sixteen_threads_two_devices)
+/* THREADS threads of body (argument: the thread's number), their results
+ * summed. */
+static struct result run_threads(void *(*body)(void *))
 {
-	setup("error");
 	pthread_t t[THREADS];
 	for (long i = 0; i < THREADS; i++)
-		ck_assert_int_eq(pthread_create(&t[i], NULL, worker, (void *)i), 0);
-	int ok = 0, refused = 0, wrong = 0, crossing_threads = 0;
+		ck_assert_int_eq(pthread_create(&t[i], NULL, body, (void *)i), 0);
+	struct result sum = {0, 0, 0};
 	for (long i = 0; i < THREADS; i++) {
 		struct result *res;
 		pthread_join(t[i], (void **)&res);
-		ok += res->ok;
-		refused += res->refused;
-		wrong += res->wrong;
-		crossing_threads += (i & 2) != 0;
+		sum.ok += res->ok;
+		sum.refused += res->refused;
+		sum.wrong += res->wrong;
 		free(res);
 	}
+	return sum;
+}
+
+START_TEST(sixteen_threads_two_devices)
+{
+	setup("error");
+	struct result r = run_threads(worker);
+	int crossing_threads = 0;
+	for (long i = 0; i < THREADS; i++)
+		crossing_threads += (i & 2) != 0;
 	int crossings = crossing_threads * (ROUNDS / CROSS_EVERY);
-	ck_assert_int_eq(wrong, 0);
-	ck_assert_int_eq(refused, crossings);
-	ck_assert_int_eq(ok, THREADS * ROUNDS - crossings);
+	ck_assert_int_eq(r.wrong, 0);
+	ck_assert_int_eq(r.refused, crossings);
+	ck_assert_int_eq(r.ok, THREADS * ROUNDS - crossings);
 }
 END_TEST
 
@@ -139,21 +149,10 @@ static void *churner(void *arg)
 START_TEST(streams_made_and_destroyed_while_launching)
 {
 	setup("error");
-	pthread_t t[THREADS];
-	for (long i = 0; i < THREADS; i++)
-		ck_assert_int_eq(pthread_create(&t[i], NULL, churner, (void *)i), 0);
-	int ok = 0, refused = 0, wrong = 0;
-	for (long i = 0; i < THREADS; i++) {
-		struct result *res;
-		pthread_join(t[i], (void **)&res);
-		ok += res->ok;
-		refused += res->refused;
-		wrong += res->wrong;
-		free(res);
-	}
-	ck_assert_int_eq(wrong, 0);
-	ck_assert_int_eq(refused, THREADS * (ROUNDS / 10));
-	ck_assert_int_eq(ok, 3 * THREADS * (ROUNDS / 10));
+	struct result r = run_threads(churner);
+	ck_assert_int_eq(r.wrong, 0);
+	ck_assert_int_eq(r.refused, THREADS * (ROUNDS / 10));
+	ck_assert_int_eq(r.ok, 3 * THREADS * (ROUNDS / 10));
 }
 END_TEST
 
