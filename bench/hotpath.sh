@@ -24,7 +24,7 @@ irs() {   # side kind n [VAR=VALUE] -> total instructions
 # it the run fails, so CI keeps the launch path where it is.
 printf '%-26s %18s %18s %8s %8s\n' kernel "plain instr/launch" "shim instr/launch" added budget
 over=0
-for row in "plain||100|" "expert|opaque tensor maps||" \
+for row in "plain||100|" "runtime|cuKernelGetFunction first||" "expert|opaque tensor maps||" \
 	   "expert|address in word 0|400|FAKE_CUDA_TMAP_ADDRESS_WORD=0"; do
 	IFS='|' read -r kind label budget var <<<"$row"
 	declare -A slope=()
