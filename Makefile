@@ -61,6 +61,7 @@ KERNEL_OBJ :=
 -include tests/gpu/gpu.mk
 -include bench/bench.mk
 -include tests/fuzz/fuzz.mk
+-include tests/model/model.mk
 -include tests/locked.mk
 
 $(BUILD)/obj/%.o: %.c $(wildcard shim/*.h shim/*.def policy/*.h) | $(BUILD)
@@ -87,7 +88,7 @@ $(BUILD)/libpolicy.a: $(POLICY_OBJ)
 # Hidden by default; the hooks and the C API are marked CG_EXPORT.
 $(LIB): $(SHIM_OBJ) $(POLICY_OBJ) $(KERNEL_OBJ)
 	$(CC) $(OPT) $(LTO) -shared -Wl,-soname,libctxguard.so -Wl,--no-undefined \
-	    -o $@ $^ $(LDFLAGS_SAN) -ldl -lpthread
+	    -o $@ $^ $(LDFLAGS_SAN) -ldl -lpthread -lm
 
 $(CMD): shim/cli.c $(BUILD)/libpolicy.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS_SAN)
@@ -102,26 +103,28 @@ PROG_SRC   := $(wildcard tests/progs/*.c)
 PROG_BIN   := $(PROG_SRC:tests/progs/%.c=$(BUILD)/tests/progs/%)
 CHECK_FLAGS = $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS  = $(shell pkg-config --libs check 2>/dev/null)
-TEST_LIBS   = -Wl,--as-needed $(BUILD)/libpolicy.a -L$(BUILD)/fake -l:libcuda.so.1 \
+TEST_LIBS   = -Wl,--as-needed $(SUITE_POLICY) -L$(BUILD)/fake -l:libcuda.so.1 \
               -Wl,-rpath,'$$ORIGIN/../fake' -Wl,-rpath,'$$ORIGIN/../../fake' -ldl -lpthread -lm
 
 check-deps:
 	@tests/deps.sh
 
-$(BUILD)/tests/check_%: tests/check_%.c $(BUILD)/libpolicy.a $(FAKE_LIB) $(wildcard tests/*.h) | check-deps
+$(BUILD)/tests/check_%: tests/check_%.c $(SUITE_POLICY) $(FAKE_LIB) $(wildcard tests/*.h) | check-deps
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $$(pkg-config --cflags check) -Itests -o $@ $(filter %.c,$^) $(TEST_LIBS) \
 	    $$(pkg-config --libs check) $(LDFLAGS_SAN)
 
 # The decode is a pure function: its suite links it alone.
 $(BUILD)/tests/check_decode: shim/decode.c shim/decode.h
+# So is the shadow's comparison.
+$(BUILD)/tests/check_shadow: shim/shadow_compare.c shim/shadow.h
 
 # The kernel table itself (its host half, without the kernels): the suite
 # checks the sizes the host launches with.
 $(BUILD)/tests/check_grouped_mm: kernels/gmm_module.c kernels/gmm_internal.h kernels/gmm_kernels.h
 $(BUILD)/tests/check_grouped_mm: CFLAGS += -DCG_NO_KERNELS
 
-$(BUILD)/tests/progs/%: tests/progs/%.c $(BUILD)/libpolicy.a $(FAKE_LIB) $(wildcard tests/*.h)
+$(BUILD)/tests/progs/%: tests/progs/%.c $(SUITE_POLICY) $(FAKE_LIB) $(wildcard tests/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests -o $@ $< $(TEST_LIBS) $(LDFLAGS_SAN)
 
@@ -134,7 +137,7 @@ $(BUILD)/tests/libs/lib%.so: tests/libs/%.c tests/libs/%.map tests/hold.h
 	$(CC) $(CFLAGS) -fvisibility=default -shared -Wl,--version-script=tests/libs/$*.map \
 	    -o $@ $< -ldl $(LDFLAGS_SAN)
 
-test: all $(FAKE_LIB) $(CHECK_BIN) $(PROG_BIN) $(HELPER_LIB)
+test: all $(SUITE_LIB) $(SUITE_CMD) $(FAKE_LIB) $(CHECK_BIN) $(PROG_BIN) $(HELPER_LIB)
 	@BUILD=$(BUILD) SAN_RUNTIME='$(SAN_RUNTIME)' tests/run.sh $(CHECK_BIN)
 
 # Sanitizer runs: the runtime must come first in LD_PRELOAD.

@@ -25,17 +25,18 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CUBIN = os.path.join(ROOT, "build", "gpu", "deepgemm_sm90.cubin")
 
 # The fixture's bf16 m-grouped contiguous specialisations (G 4, N 256, K 512
-# and G 128, N 1536, K 2048): BLOCK_M 64, BLOCK_N 128, BLOCK_K 64, 128B swizzles, 132 SMs,
-# 128 + 128 threads, 2-CTA multicast.
+# and G 128, N 1536, K 2048): BLOCK_M 128, BLOCK_N 128, BLOCK_K 64, 128B swizzles, 4 stages,
+# 132 SMs, 128 + 256 threads, 2-CTA multicast, as DeepGEMM's host code makes them.
 # SHAPE_N and SHAPE_K are compiled in: one kernel per (G, N, K).
 KERNELS = {
     (g, n, k): "_ZN9deep_gemm19sm90_bf16_gemm_implILN4cute4UMMA5MajorE0ELS3_0ELj0ELj%dELj%dELj%d"
-               "ELj64ELj128ELj64ELj128ELj128ELj128ELj4ELj128ELj128ELj2ELb0ELj132ELNS_8GemmTypeE1"
+               "ELj128ELj128ELj64ELj128ELj128ELj128ELj4ELj128ELj256ELj2ELb0ELj132ELNS_8GemmTypeE1"
                "ELb0EN7cutlass10bfloat16_tEEEvPijjj14CUtensorMap_stS8_S8_" % (n, k, g)
     for g, n, k in ((4, 256, 512), (128, 1536, 2048))
 }
-BLOCK_M, BLOCK_N, NUM_SMS, THREADS, MULTICAST, SWIZZLE = 64, 128, 132, 256, 2, 128
-SMEM = BLOCK_M * SWIZZLE + BLOCK_N * SWIZZLE + BLOCK_M * BLOCK_N * 2 + 1024  # fixture::smem_bytes
+BLOCK_M, BLOCK_N, NUM_SMS, THREADS, MULTICAST, SWIZZLE, STAGES = 128, 128, 132, 384, 2, 128, 4
+# DeepGEMM's pipeline size: the D tile, barriers, STAGES of A and B
+SMEM = BLOCK_M * BLOCK_N * 2 + 256 + STAGES * (BLOCK_M * SWIZZLE + BLOCK_N * SWIZZLE)
 MK_ALIGNMENT = 128  # rows of each group padded to this (DeepGEMM's sm90 alignment)
 
 CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8

@@ -76,19 +76,20 @@ enum { G = 4, N = 256, K = 512, KB = K / 128, NB = N / 128, ALIGN_ROWS = 128, NO
 static const uint32_t group_rows[G] = { 100, 128, 37, 90 };
 
 /* The fixture's specialisations (deepgemm_sm90.cu): tiles, threads, SMs,
- * multicast, and the dynamic shared memory fixture::smem_bytes() needs. */
-enum { BLOCK_M = 64, BLOCK_N = 128, NUM_SMS = 132, THREADS = 256, MULTICAST = 2, SWIZZLE = 128 };
+ * multicast, pipeline stages, as DeepGEMM's host code makes them. */
+enum { BLOCK_M = 128, BLOCK_N = 128, NUM_SMS = 132, THREADS = 384, MULTICAST = 2, SWIZZLE = 128,
+       STAGES = 4 };
 enum { TRANSPOSE_THREADS = 512, TRANSPOSE_BLOCK = 64 };
 enum { TRANSPOSE_SMEM = TRANSPOSE_BLOCK * (KB + 1 - KB % 2) * 4 };   /* PADDED_SF_K floats a row */
 
 /* SHAPE_N, SHAPE_K: "0" "0" for normal, "256" "512" (compiled in) otherwise. */
 #define BF16_NAME(MAJOR_B, SN, SK, GROUPS, TYPE)                                                  \
 	"_ZN9deep_gemm19sm90_bf16_gemm_implILN4cute4UMMA5MajorE0ELS3_" MAJOR_B "ELj0ELj" SN "ELj" \
-	SK "ELj" GROUPS "ELj64ELj128ELj64ELj128ELj128ELj128ELj4ELj128ELj128ELj2ELb0ELj132E"        \
+	SK "ELj" GROUPS "ELj128ELj128ELj64ELj128ELj128ELj128ELj4ELj128ELj256ELj2ELb0ELj132E"       \
 	"LNS_8GemmTypeE" TYPE "ELb0EN7cutlass10bfloat16_tEEEvPijjj14CUtensorMap_stS8_S8_"
 #define FP8_NAME(SN, SK, GROUPS, TYPE)                                                             \
 	"_ZN9deep_gemm23sm90_fp8_gemm_1d2d_implILN4cute4UMMA5MajorE0ELj0ELj" SN "ELj" SK "ELj"     \
-	GROUPS "ELj64ELj128ELj128ELj128ELj128ELj128ELj4ELj128ELj128ELj2ELb0ELj132ELNS_8GemmTypeE"  \
+	GROUPS "ELj128ELj128ELj128ELj128ELj128ELj128ELj4ELj128ELj256ELj2ELb0ELj132ELNS_8GemmTypeE" \
 	TYPE "EN7cutlass10bfloat16_tENS_8epilogue9transform16EpilogueIdentityEEEvPfPijjj"         \
 	"14CUtensorMap_stSC_SC_SC_"
 /* [dtype][layout]; GemmType: Normal 0, MGroupedContiguous 1, MGroupedMasked 2, psum 5. */
@@ -414,11 +415,14 @@ static void launch(CUfunction f, unsigned gx, unsigned gy, unsigned threads, uns
 	printf("deepgemm_redirect: launch returned CUDA_SUCCESS (%s)\n", what);
 }
 
+/* DeepGEMM's sm90 pipeline size (heuristics/sm90.hpp): the D tile, 256 bytes
+ * of barriers, fp8's sfb of K's blocks, then STAGES of A and B (BLOCK_K *
+ * elem = 128 bytes a row) and fp8's sfa; more than fixture::smem_bytes(). */
 static unsigned gemm_smem(const struct problem *p)
 {
-	/* fixture::smem_bytes<kFP8, 64, 128, BLOCK_K>(): BLOCK_K * elem = 128 */
-	return BLOCK_M * SWIZZLE + BLOCK_N * SWIZZLE + BLOCK_M * BLOCK_N * 2 +
-	       (p->dtype == DT_FP8 ? BLOCK_M * 4 : 0) + 1024;
+	const unsigned fp8 = p->dtype == DT_FP8;
+	return BLOCK_M * BLOCK_N * 2 + 256 + (fp8 ? (KB * 4 + 7) / 8 * 8 : 0) +
+	       STAGES * (BLOCK_M * SWIZZLE + BLOCK_N * SWIZZLE + (fp8 ? BLOCK_M * 4 : 0));
 }
 
 /* One DeepGEMM API call on stream s of the current context (NULL: PyTorch's

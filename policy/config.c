@@ -34,6 +34,8 @@
 
 static void push_error(struct cg_policy *p, char *line)
 {
+	if (!line)
+		p->out_of_memory = 1;
 	if (!line || p->nerrors >= CG_POLICY_MAX_ERRORS) {
 		free(line);
 		p->errors_dropped++;
@@ -230,11 +232,15 @@ static const struct setting {
 	{"quiet", "CTXGUARD_QUIET", V_BOOL, offsetof(struct cg_policy, quiet)},
 	{"backstop", "CTXGUARD_BACKSTOP", V_BOOL,
 	 offsetof(struct cg_policy, backstop)},
+	{"shadow", "CTXGUARD_SHADOW", V_BOOL, offsetof(struct cg_policy, shadow)},
 	{"log", "CTXGUARD_LOG", V_PATH, offsetof(struct cg_policy, log_path)},
 	{"redirect", "CTXGUARD_REDIRECT", V_REDIRECT, offsetof(struct cg_policy, redirect)},
 	{"redirect_fallback", "CTXGUARD_REDIRECT_FALLBACK", V_FALLBACK,
 	 offsetof(struct cg_policy, redirect_fallback)},
 	{"metrics", "CTXGUARD_METRICS", V_PATH, offsetof(struct cg_policy, metrics_path)},
+	/* File only (CTXGUARD_CUPTI is the variable, refused under a lock):
+	 * a locked backstop loads this file and no other. */
+	{"cupti", NULL, V_PATH, offsetof(struct cg_policy, cupti_path)},
 	/* File only: the built-in rules are dropped only by a file that
 	 * brings rules of its own. */
 	{"defaults", NULL, V_BOOL, offsetof(struct cg_policy, defaults)},
@@ -605,13 +611,54 @@ static size_t error_count(const struct cg_policy *p)
 	return p->nerrors + p->errors_dropped;
 }
 
-int cg_policy_parse(struct cg_policy *p, const char *text, const char *origin)
+/* Whether text reads as a policy at all: its first line that is not blank
+ * or a comment is a setting or a [rule] header.  Otherwise (a secret file
+ * named by mistake or malice: /etc/shadow) none of its lines may be quoted
+ * in an error; *line is that first line's number. */
+static int policy_shaped(const char *text, unsigned *line)
+{
+	char buf[LINE_MAX_BYTES + 1];
+
+	for (*line = 1; text && *text; ++*line) {
+		size_t len = strcspn(text, "\n");
+		if (len > LINE_MAX_BYTES)
+			return 0;
+		memcpy(buf, text, len);
+		buf[len] = '\0';
+		text += len + (text[len] == '\n');
+		strip_comment(buf);
+		char *s = trim(buf);
+		if (!*s)
+			continue;
+		if (*s == '[')
+			return strncasecmp(s + 1, "rule", 4) == 0 &&
+			       (!s[5] || s[5] == ']' || isspace((unsigned char)s[5]));
+		char *eq = strchr(s, '=');
+		if (!eq)
+			return 0;
+		*eq = '\0';
+		char *key = trim(s);
+		return find_setting(key) || find_rule_key(key) >= 0;
+	}
+	return 1;
+}
+
+/* -1: text is no policy (one error line, nothing applied); else the
+ * number of errors it added. */
+static int parse_text(struct cg_policy *p, const char *text, const char *origin)
 {
 	struct parser ps = { .p = p, .origin = origin ? origin : "policy",
 			     .section = SEC_GLOBAL };
 	char buf[LINE_MAX_BYTES + 1];
 	size_t before = error_count(p);
 
+	if (!policy_shaped(text, &ps.line)) {
+		add_error(p, "%s:%u: not a policy file: expected a setting or a [rule NAME]"
+			  " header first (file ignored; none of its lines is quoted)",
+			  ps.origin, ps.line);
+		return -1;
+	}
+	ps.line = 0;
 	while (text && *text) {
 		const char *nl = strchr(text, '\n');
 		size_t len = nl ? (size_t)(nl - text) : strlen(text);
@@ -634,6 +681,14 @@ int cg_policy_parse(struct cg_policy *p, const char *text, const char *origin)
 		text += len + (nl != NULL);
 	}
 	finish_rule(&ps);
+	return (int)(error_count(p) - before);
+}
+
+int cg_policy_parse(struct cg_policy *p, const char *text, const char *origin)
+{
+	size_t before = error_count(p);
+
+	parse_text(p, text, origin);
 	return (int)(error_count(p) - before);
 }
 
@@ -663,6 +718,7 @@ void cg_policy_free(struct cg_policy *p)
 	free(p->rules);
 	free(p->log_path);
 	free(p->metrics_path);
+	free(p->cupti_path);
 	free(p->source);
 	for (size_t i = 0; i < p->nerrors; i++)
 		free(p->errors[i]);
@@ -687,6 +743,10 @@ static char *read_policy_file(struct cg_policy *p, const char *path,
 			      const char *label, int missing_ok)
 {
 	char why[128];
+	/* An unreadable system policy is replaced by a locked one (see
+	 * lock_strictest), a user's by the built-in one. */
+	const char *instead = missing_ok ? "locked at the strictest built-in policy" :
+			      "using the built-in policy";
 	/* O_NONBLOCK: opening a FIFO named by mistake must not hang the
 	 * program; it is then refused as not a regular file. */
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -696,19 +756,17 @@ static char *read_policy_file(struct cg_policy *p, const char *path,
 
 	if (fd < 0) {
 		if (!(missing_ok && errno == ENOENT))
-			add_error(p, "%s: %s (using the built-in policy)", label,
-				  strerror_r(errno, why, sizeof why));
+			add_error(p, "%s: %s (%s)", label,
+				  strerror_r(errno, why, sizeof why), instead);
 		return NULL;
 	}
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		add_error(p, "%s: not a regular file (using the built-in"
-			  " policy)", label);
+		add_error(p, "%s: not a regular file (%s)", label, instead);
 		goto fail;
 	}
 	text = malloc(FILE_MAX_BYTES + 1);
 	if (!text) {
-		add_error(p, "%s: out of memory (using the built-in policy)",
-			  label);
+		add_error(p, "%s: out of memory (%s)", label, instead);
 		goto fail;
 	}
 	for (;;) {
@@ -716,16 +774,16 @@ static char *read_policy_file(struct cg_policy *p, const char *path,
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0) {
-			add_error(p, "%s: %s (using the built-in policy)",
-				  label, strerror_r(errno, why, sizeof why));
+			add_error(p, "%s: %s (%s)", label,
+				  strerror_r(errno, why, sizeof why), instead);
 			goto fail;
 		}
 		if (r == 0)
 			break;
 		len += (size_t)r;
 		if (len > FILE_MAX_BYTES) {
-			add_error(p, "%s: larger than %d bytes (using the"
-				  " built-in policy)", label, FILE_MAX_BYTES);
+			add_error(p, "%s: larger than %d bytes (%s)", label,
+				  FILE_MAX_BYTES, instead);
 			goto fail;
 		}
 	}
@@ -767,17 +825,52 @@ static void add_builtin_rules(struct cg_policy *p)
 	cg_policy_free(&builtin);
 }
 
-/* Parse the file at path into p; 1 when it could be read. */
+/* Parse the file at path into p: 1 when it was read as a policy; 0 when
+ * it is missing (missing_ok); -1 when it exists but could not be read, or
+ * is no policy at all, or loading it ran out of memory (an error says
+ * which). */
 static int load_file(struct cg_policy *p, const char *path, const char *label,
 		     int missing_ok)
 {
+	size_t before = error_count(p);
 	char *text = read_policy_file(p, path, label, missing_ok);
 
-	if (!text)
-		return 0;
-	cg_policy_parse(p, text, path);
+	if (!text)      /* only a missing file is said nothing of */
+		return error_count(p) == before ? 0 : -1;
+	int oom = p->out_of_memory;
+	p->out_of_memory = 0;
+	int r = parse_text(p, text, path) < 0 || p->out_of_memory ? -1 : 1;
+	p->out_of_memory |= oom;
 	free(text);
-	return 1;
+	return r;
+}
+
+/* The system policy exists but could not be read: it may have been a
+ * locked one, and running unlocked would let any variable loosen what the
+ * operator set.  So the strictest built-in settings are locked instead
+ * (the errors saying why are kept). */
+static void lock_strictest(struct cg_policy *p, const char *etc_path)
+{
+	char *errors[CG_POLICY_MAX_ERRORS];
+	size_t nerrors = p->nerrors, dropped = p->errors_dropped;
+	int secure = p->secure;
+
+	memcpy(errors, p->errors, sizeof errors);
+	p->nerrors = 0;
+	cg_policy_free(p);
+	cg_policy_init(p);
+	memcpy(p->errors, errors, sizeof errors);
+	p->nerrors = nerrors;
+	p->errors_dropped = dropped;
+	p->secure = secure;
+	p->mode = CG_ACT_ABORT;
+	p->scope = CG_SCOPE_ALL;
+	p->operands = 1;
+	p->lock = 1;
+	p->source = strdup(etc_path);
+	add_error(p, "%s cannot be read as a policy: locked at the strictest built-in"
+		  " policy (mode abort, scope all, operands on); every loosening is"
+		  " refused until the operator fixes the file", etc_path);
 }
 
 /* A locked system policy stays the floor: the user's file may add rules
@@ -792,7 +885,8 @@ static void add_user_file_locked(struct cg_policy *p, const char *path,
 		return;
 	}
 	size_t first = p->nrules;
-	if (load_file(p, path, label, 0)) {
+	/* -1 too: a file cut short by memory may have applied a part. */
+	if (load_file(p, path, label, 0) != 0) {
 		cg_lock_enforce(p, f, label);
 		cg_lock_rules(p, first, f);
 	}
@@ -817,8 +911,12 @@ void cg_policy_load_from(struct cg_policy *p, char *const *envp,
 	if (user && asprintf(&label, "CTXGUARD_POLICY=%s", path) < 0)
 		label = NULL;
 	/* The system file first: its lock decides what the user's may do. */
-	if (etc_path && load_file(p, etc_path, etc_path, 1)) {
-		p->source = strdup(etc_path);
+	int system = etc_path ? load_file(p, etc_path, etc_path, 1) : 0;
+	if (system < 0)
+		lock_strictest(p, etc_path);
+	if (system) {
+		if (!p->source)
+			p->source = strdup(etc_path);
 		locked = p->lock;
 		if (locked && cg_floor_take(&floor, p, etc_path) < 0)
 			add_error(p, "%s: out of memory (the log setting is not"
@@ -832,7 +930,7 @@ void cg_policy_load_from(struct cg_policy *p, char *const *envp,
 		cg_policy_init(p);
 		p->secure = secure;
 		if (strcasecmp(path, "none") != 0 &&
-		    load_file(p, path, label ? label : path, 0))
+		    load_file(p, path, label ? label : path, 0) > 0)
 			p->source = strdup(path);
 		if (p->lock) {
 			add_error(p, "%s: lock = on is honoured only in the"

@@ -34,12 +34,20 @@ static size_t utf8_seq(const unsigned char *s)
 	return n;
 }
 
+/* How a string is escaped: as the body of a JSON string, or for a
+ * terminal (stderr), where quotes and backslashes stay as they are, and
+ * newlines are escaped too (a one-line message) or kept (a report). */
+enum how { JSON, TEXT, LINES };
+
 /* whole: each escape and UTF-8 sequence goes in whole or not at all, so
  * that cg_json_escape's short buffer, which callers quote inside a record,
  * never ends in half of one ("\u00", a lone backslash that would swallow
  * the closing quote); else byte by byte, as snprintf cuts (cg_format_json's
- * contract). */
-static void escape(struct cg_out *o, const char *str, int whole)
+ * contract).  Control bytes, DEL and the C1 codes (U+0080-U+009F: 0x9b is
+ * a terminal's CSI) become \u00XX, bytes that are not UTF-8 U+FFFD, in
+ * every form: names and paths come from the program and the user, and
+ * must not drive the terminal that reads the report. */
+static void escape(struct cg_out *o, const char *str, int whole, enum how how)
 {
 	static const char shorts[] = {
 		['\b'] = 'b', ['\f'] = 'f', ['\n'] = 'n', ['\r'] = 'r',
@@ -50,20 +58,26 @@ static void escape(struct cg_out *o, const char *str, int whole)
 
 	while (*s) {
 		size_t k = utf8_seq(s);
+		/* a C1 code, two bytes in UTF-8: escaped as a control byte */
+		unsigned code = k == 2 && s[0] == 0xc2 && s[1] < 0xa0 ? s[1] : *s;
 		if (k == 0) {
 			cg_out_write(o, "\\ufffd", 6, whole); /* replacement character */
 			s++;
-		} else if (k > 1) {
+		} else if (k > 1 && code >= 0xa0) {
 			cg_out_write(o, (const char *)s, k, whole);
 			s += k;
+		} else if ((*s == '\n' && how == LINES) ||
+			   (how != JSON && (*s == '"' || *s == '\\'))) {
+			cg_out_write(o, (const char *)s, 1, whole);
+			s++;
 		} else if (*s < sizeof shorts && shorts[*s]) {
 			const char u[2] = {'\\', shorts[*s]};
 			cg_out_write(o, u, 2, whole);
 			s++;
-		} else if (*s < 0x20 || *s == 0x7f) {
-			const char u[6] = {'\\', 'u', '0', '0', hex[*s >> 4], hex[*s & 15]};
+		} else if (code < 0x20 || code >= 0x7f) {
+			const char u[6] = {'\\', 'u', '0', '0', hex[code >> 4], hex[code & 15]};
 			cg_out_write(o, u, 6, whole);
-			s++;
+			s += k;
 		} else {
 			cg_out_write(o, (const char *)s, 1, whole);
 			s++;
@@ -71,14 +85,29 @@ static void escape(struct cg_out *o, const char *str, int whole)
 	}
 }
 
-size_t cg_json_escape(char *buf, size_t n, const char *s)
+static size_t escaped(char *buf, size_t n, const char *s, enum how how)
 {
 	struct cg_out o;
 
 	cg_out_init(&o, buf, n);
 	if (s)
-		escape(&o, s, 1);
+		escape(&o, s, 1, how);
 	return o.len;
+}
+
+size_t cg_json_escape(char *buf, size_t n, const char *s)
+{
+	return escaped(buf, n, s, JSON);
+}
+
+size_t cg_text_escape(char *buf, size_t n, const char *s, int lines)
+{
+	return escaped(buf, n, s, lines ? LINES : TEXT);
+}
+
+void cg_out_text(struct cg_out *o, const char *s)
+{
+	escape(o, s, 0, TEXT);
 }
 
 static void put_string(struct cg_out *o, const char *key, const char *s)
@@ -89,7 +118,7 @@ static void put_string(struct cg_out *o, const char *key, const char *s)
 		return;
 	}
 	cg_out_putc(o, '"');
-	escape(o, s, 0);
+	escape(o, s, 0, JSON);
 	cg_out_putc(o, '"');
 }
 

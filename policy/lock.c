@@ -48,10 +48,17 @@ static const struct locked {
 	/* Dropping the built-in rules would stop checking DeepGEMM. */
 	{"defaults", offsetof(struct cg_policy, defaults), O_NUMBER},
 	{"log", offsetof(struct cg_policy, log_path), O_PATH},
+	/* The operator's telemetry: dropped or sent elsewhere, crossings
+	 * would never reach the collector. */
+	{"metrics", offsetof(struct cg_policy, metrics_path), O_PATH},
 	{"log_mode", offsetof(struct cg_policy, log_mode), O_BITS},
 	{"lock", offsetof(struct cg_policy, lock), O_NUMBER},
 	{"redirect_fallback", offsetof(struct cg_policy, redirect_fallback), O_ACTION},
 	{"backstop", offsetof(struct cg_policy, backstop), O_NUMBER},
+	/* A floor's shadow keeps proving the redirect's decode. */
+	{"shadow", offsetof(struct cg_policy, shadow), O_NUMBER},
+	/* A user's file naming a stub would leave the backstop blind. */
+	{"cupti", offsetof(struct cg_policy, cupti_path), O_PATH},
 };
 
 #define NLOCKED (sizeof locked / sizeof locked[0])

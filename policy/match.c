@@ -1,7 +1,8 @@
-/* Rule patterns and rule lookup: shell globs (fnmatch), "re:" POSIX
- * extended regexes, and exact "fnv1a64:" image hashes.  Patterns are
- * compiled once at load; matching only reads them, and fnmatch/regexec
- * are reentrant, so lookups may run on any number of threads. */
+/* Rule patterns and rule lookup: shell globs (fnmatch), "re:" extended
+ * regexes (our own linear-time matcher, policy/regex.c), and exact
+ * "fnv1a64:" image hashes.  Patterns are compiled once at load; matching
+ * only reads them, and fnmatch and cg_regex_search are reentrant, so
+ * lookups may run on any number of threads. */
 #include <ctype.h>
 #include <fnmatch.h>
 #include <stdint.h>
@@ -58,20 +59,12 @@ static int compile(struct cg_pattern *pat, enum cg_pattern_field field,
 			snprintf(err, n, "empty regular expression");
 			return -1;
 		}
-		if (cg_regex_check(re, err, n) < 0)
+		if (cg_regex_check(re, err, n) < 0 || !(pat->re = cg_regex_compile(re, err, n)))
 			return -1;
-		/* REG_NOSUB: only "does it match" is asked, never where. */
-		int rc = regcomp(&pat->re, re, REG_EXTENDED | REG_NOSUB);
-		if (rc) {
-			char why[128];
-			regerror(rc, &pat->re, why, sizeof why);
-			snprintf(err, n, "bad regular expression: %s", why);
-			return -1;
-		}
 		pat->kind = CG_PAT_REGEX;
 		pat->text = strdup(re);
 		if (!pat->text)
-			regfree(&pat->re);
+			cg_regex_free(pat->re);
 		return 0;
 	}
 	pat->kind = CG_PAT_GLOB;
@@ -114,7 +107,7 @@ static int pattern_match(const struct cg_pattern *pat, const char *s)
 		 * a leading ".", so one module glob spans a whole path. */
 		return fnmatch(pat->text, s, 0) == 0;
 	case CG_PAT_REGEX:
-		return regexec(&pat->re, s, 0, NULL, 0) == 0;
+		return cg_regex_search(pat->re, s);
 	case CG_PAT_HASH:
 		return strcasecmp(pat->text, s) == 0;
 	}
@@ -136,7 +129,7 @@ void cg_pattern_free(struct cg_pattern *list)
 	while (list) {
 		struct cg_pattern *next = list->next;
 		if (list->kind == CG_PAT_REGEX)
-			regfree(&list->re);
+			cg_regex_free(list->re);
 		free(list->text);
 		free(list);
 		list = next;

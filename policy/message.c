@@ -103,17 +103,24 @@ size_t cg_format_report(char *buf, size_t n, const struct cg_policy *p,
 	cg_out_putc(&o, '\n');
 	put_verdict(&o, p, c);
 
-	cg_out_printf(&o, "ctxguard: kernel %s", kernel);
-	if (c->demangled && strcmp(c->demangled, kernel) != 0)
-		cg_out_printf(&o, " [%s]", c->demangled);
+	/* Names and paths come from the program: escaped, so that none can
+	 * end the line or drive the terminal. */
+	cg_out_puts(&o, "ctxguard: kernel ");
+	cg_out_text(&o, kernel);
+	if (c->demangled && strcmp(c->demangled, kernel) != 0) {
+		cg_out_puts(&o, " [");
+		cg_out_text(&o, c->demangled);
+		cg_out_putc(&o, ']');
+	}
 
 	cg_out_puts(&o, "\nctxguard: owner: ");
 	put_context(&o, c->owner_ctx, c->owner_dev);
-	if (c->load_api || c->origin)
-		cg_out_printf(&o, " (%s%s%s)",
-			      c->load_api ? c->load_api : "loaded",
-			      c->origin ? " from " : "",
-			      c->origin ? c->origin : "");
+	if (c->load_api || c->origin) {
+		cg_out_printf(&o, " (%s%s", c->load_api ? c->load_api : "loaded",
+			      c->origin ? " from " : "");
+		cg_out_text(&o, c->origin ? c->origin : "");
+		cg_out_putc(&o, ')');
+	}
 
 	cg_out_puts(&o, "\nctxguard: launch: ");
 	put_context(&o, c->launch_ctx, c->launch_dev);

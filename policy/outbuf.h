@@ -19,6 +19,9 @@ void cg_out_puts(struct cg_out *o, const char *s);
  * ends inside a unit (an escape, a UTF-8 sequence) -- once one is left
  * out, len has passed n and nothing after it is written either. */
 void cg_out_write(struct cg_out *o, const char *s, size_t k, int whole);
+/* s escaped for a terminal, newlines too (cg_text_escape; policy/json.c,
+ * where the escapes live): a name or path inside a report. */
+void cg_out_text(struct cg_out *o, const char *s);
 __attribute__((format(printf, 2, 3)))
 void cg_out_printf(struct cg_out *o, const char *fmt, ...);
 

@@ -2,8 +2,9 @@
 #ifndef CTXGUARD_PATTERN_H
 #define CTXGUARD_PATTERN_H
 
-#include <regex.h>
 #include <stddef.h>
+
+#include "regex.h"
 
 enum cg_pattern_kind { CG_PAT_GLOB, CG_PAT_REGEX, CG_PAT_HASH };
 
@@ -15,7 +16,7 @@ struct cg_pattern {
 	struct cg_pattern *next;
 	enum cg_pattern_kind kind;
 	char *text;                /* glob, regex (without "re:") or hash */
-	regex_t re;                /* CG_PAT_REGEX only */
+	struct cg_regex *re;       /* CG_PAT_REGEX only */
 };
 
 /* Compile text and append it to *list.  On a bad pattern, writes why into
@@ -28,8 +29,9 @@ int cg_pattern_match(const struct cg_pattern *list, const char *s);
 
 void cg_pattern_free(struct cg_pattern *list);
 
-/* 0 when the regex (without "re:") is within the bound that keeps regcomp
- * small (policy/regex_bound.c); else -1 and why in err. */
+/* 0 when the regex (without "re:") is within the bounds on its length,
+ * back-references and repetitions (policy/regex_bound.c); else -1 and why
+ * in err.  The matcher bounds its program too (regex.h). */
 int cg_regex_check(const char *re, char *err, size_t n);
 
 #endif

@@ -42,13 +42,16 @@ struct cg_policy {
 	int redirect;              /* enum cg_redirect (bundled) */
 	int redirect_fallback;     /* abort (default) or error: redirect impossible */
 	int backstop;              /* 1: the CUPTI backstop watches for unhooked launches */
+	int shadow;                /* 1: expert GEMMs also run the bundled kernel, compared */
 	int defaults;              /* 1: built-in rules kept after the file's */
 	char *log_path;            /* JSON-lines log (%p pid, %h host, %r rank), or
 				    * "syslog[:SOCKET]"; NULL: none */
 	char *metrics_path;        /* Prometheus text file written at exit; NULL: none */
+	char *cupti_path;          /* the libcupti the backstop loads; NULL: it looks */
 	int log_mode;              /* permission bits of a log file ctxguard creates (0600) */
 	int lock;                  /* 1: the system policy is a floor (policy/lock.c) */
 	int secure;                /* 1: secure execution, CTXGUARD_* ignored */
+	int out_of_memory;         /* 1: loading lost a line or a rule to it */
 	char *source;              /* where the policy came from, for the log */
 	size_t nrules;
 	struct cg_rule *rules;
@@ -200,5 +203,10 @@ const char *cg_crossing_message(const struct cg_policy *p, int rule);
  * sequences that fit whole, so that it can always be quoted as a JSON
  * string. */
 size_t cg_json_escape(char *buf, size_t n, const char *s);
+/* The same escapes for a terminal (stderr): control bytes, C1 codes and
+ * bytes that are not UTF-8 escaped, quotes and backslashes left as they
+ * are; lines: newlines kept (a report of several lines), else escaped (a
+ * one-line message). */
+size_t cg_text_escape(char *buf, size_t n, const char *s, int lines);
 
 #endif

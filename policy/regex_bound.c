@@ -1,11 +1,13 @@
-/* A bound on "re:" patterns.  The policy file is operator input that every
- * process parses at start-up, and glibc's regcomp expands repetitions by
- * copying their operand: "re:du" followed by a few hundred "+" (540 bytes)
- * makes it allocate more than 1.3 GB.  So before compiling, a pattern is
- * measured: its length, back-references (exponential matching), stacked
- * repetitions, and how many copies its repetitions multiply to ("+" copies
- * its operand once, "{m,n}" n times; counted over the whole pattern, an
- * upper bound for any nesting). */
+/* A bound on "re:" patterns, checked before they are compiled.  The policy
+ * file is operator input that every process parses at start-up; glibc's
+ * regcomp, used until our own matcher (policy/regex.c) replaced it, copied
+ * repeated operands ("re:du" and 535 "+" took 1.3 GB).  The matcher bounds
+ * its own program (CG_REGEX_MAX_INSNS), which is what keeps memory and
+ * time small; this check gives the common excesses their precise reason
+ * first: the length, back-references, stacked repetitions, and how many
+ * copies the repetitions multiply to ("+" copies its operand once,
+ * "{m,n}" n times; counted over the whole pattern, an upper bound for any
+ * nesting). */
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,7 +19,7 @@
 #define RE_MAX_COPIES 4096
 
 /* The ']' closing the bracket expression at c, or the string's last byte
- * when there is none (regcomp then rejects it). */
+ * when there is none (the matcher then rejects it). */
 static const char *bracket_end(const char *c)
 {
 	const char *p = c + 1;
@@ -39,7 +41,7 @@ static const char *bracket_end(const char *c)
 
 /* "{m}", "{m,}", "{m,n}" or "{,n}" (glibc reads it as "{0,n}") at c: the
  * copies it makes, its last byte in *end; 0 when it is no interval
- * (regcomp decides what it is).  A count too large for unsigned long
+ * (the matcher decides what it is).  A count too large for unsigned long
  * saturates, so it can never wrap to "no interval". */
 static unsigned long interval(const char *c, const char **end)
 {

@@ -8,7 +8,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "redirect.h"
+#include "shadow.h"
 
 /* The error action's message for cuGetErrorString, per thread: a framework
  * turns the refused launch into an exception carrying it (DeepGEMM formats
@@ -68,6 +68,7 @@ void cg_crossing_init(struct cg_crossing *c, char kind, const char *api, const s
 CUresult cg_act(struct cg_crossing *c, const struct cg_fn *fn)
 {
 	int action = cg_policy_action(cg_policy, c->rule);
+	cg_shadow_crossed();
 	if (CG_UNLIKELY(cg_backstop_checking)) {
 		c->unhooked = 1;
 		c->asked = action;
@@ -117,7 +118,11 @@ CUresult cg_act_as(struct cg_crossing *c, const struct cg_fn *fn, int action)
 
 	switch (action) {
 	case CG_ACT_ABORT:
-		/* Everything is written with write(2): nothing left to flush. */
+		/* abort() skips the destructors: the summary record and the
+		 * metrics go first, through files of their own and with no lock
+		 * this thread could be holding, so that the operator's counts
+		 * see the crossing that stopped the program. */
+		cg_report_summary();
 		abort();
 	case CG_ACT_ERROR: {
 		char *text = text_buffer();

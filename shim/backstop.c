@@ -161,7 +161,7 @@ static void unhooked(const struct watch *w, const void *params)
 	if (w->shape == MULTI) {
 		const cuLaunchCooperativeKernelMultiDevice_params *p = params;
 		if (first)
-			note(w->api, p->launchParamsList && p->numDevices
+			note(w->api, cg_multi_entries(p->launchParamsList, p->numDevices)
 					     ? kernel_name(p->launchParamsList[0].function)
 					     : "<no launch>");
 		cg_check_each(w->api, p->launchParamsList, p->numDevices);
@@ -183,12 +183,21 @@ static void unhooked(const struct watch *w, const void *params)
 	cg_backstop_checking = 0;
 }
 
+/* The self-check's launch, on this thread, and whether CUPTI called back
+ * for it. */
+static _Thread_local unsigned char probing CG_TLS;
+static _Atomic int probed;
+
 static void CUPTIAPI on_api(void *userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
 			    const void *cbdata)
 {
 	(void)userdata;
 	if (CG_LIKELY(cg_hooked_call))
 		return;
+	if (CG_UNLIKELY(probing)) {
+		atomic_store(&probed, 1);
+		return;
+	}
 	const CUpti_CallbackData *d = cbdata;
 	if (domain != CUPTI_CB_DOMAIN_DRIVER_API || d->callbackSite != CUPTI_API_ENTER)
 		return;
@@ -212,23 +221,29 @@ static int find_loaded(struct dl_phdr_info *info, size_t size, void *out)
 	return 1;
 }
 
-/* CTXGUARD_CUPTI (that file only), the loaded one, the toolkit's, the
- * loader's path; under secure execution neither CTXGUARD_CUPTI nor
- * CUDA_HOME is read (a setuid program must not load a library the caller
- * names), nor under a lock (either could turn a locked backstop off).
- * NULL with `where` saying where it looked. */
+/* CTXGUARD_CUPTI or else the policy's `cupti` (that file only), the
+ * loaded one, the toolkit's, the loader's path; under secure execution
+ * neither CTXGUARD_CUPTI nor CUDA_HOME is read (a setuid program must not
+ * load a library the caller names), nor under a lock (either could turn a
+ * locked backstop off).  Under a lock only the policy's file or the
+ * toolkit's is loaded: a stub on LD_LIBRARY_PATH or in LD_PRELOAD would
+ * take the subscription and watch nothing.  NULL with `where` saying
+ * where it looked. */
 static void *load_cupti(char *where, size_t n)
 {
 	static const char *const names[] = {"libcupti.so", "libcupti.so.13", "libcupti.so.12"};
 	const char *env = cg_library_env("CTXGUARD_CUPTI");
+	const char *named = env && *env ? env : cg_policy->cupti_path;
+	int locked = cg_policy->lock;
 	void *h;
-	if (env && *env) {
-		snprintf(cupti_path, sizeof cupti_path, "%s", env);
-		if (!(h = dlopen(env, RTLD_NOW | RTLD_LOCAL)))
-			snprintf(where, n, "cannot load CTXGUARD_CUPTI=%s: %s", env, dlerror());
+	if (named) {
+		snprintf(cupti_path, sizeof cupti_path, "%s", named);
+		if (!(h = dlopen(named, RTLD_NOW | RTLD_LOCAL)))
+			snprintf(where, n, "cannot load %s=%s: %s", named == env ? "CTXGUARD_CUPTI" :
+				 "the policy's cupti", named, dlerror());
 		return h;
 	}
-	if (dl_iterate_phdr(find_loaded, cupti_path) &&
+	if (!locked && dl_iterate_phdr(find_loaded, cupti_path) &&
 	    (h = dlopen(cupti_path, RTLD_NOW | RTLD_NOLOAD)))
 		return h;
 	const char *home = cg_library_env("CUDA_HOME");
@@ -237,17 +252,23 @@ static void *load_cupti(char *where, size_t n)
 	char toolkit[PATH_MAX];
 	snprintf(toolkit, sizeof toolkit, "%s/extras/CUPTI/lib64/", home);
 	const char *const dirs[] = {toolkit, ""};      /* "": the loader's path */
-	for (size_t d = 0; d < sizeof dirs / sizeof dirs[0]; d++)
+	for (size_t d = 0; d < (locked ? 1 : 2); d++)
 		for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
 			snprintf(cupti_path, sizeof cupti_path, "%s%s", dirs[d], names[k]);
 			if ((h = dlopen(cupti_path, RTLD_NOW | RTLD_LOCAL)))
 				return h;
 		}
-	snprintf(where, n,
-		 "libcupti not found (CTXGUARD_CUPTI unset, none loaded, none in "
-		 "%s/extras/CUPTI/lib64 or on the loader's path); set CTXGUARD_CUPTI=/path/to/"
-		 "libcupti.so",
-		 home);
+	if (locked)
+		snprintf(where, n,
+			 "libcupti not in %s/extras/CUPTI/lib64, and the locked policy %s names none"
+			 " (cupti = /path/to/libcupti.so): under a lock no other place is searched",
+			 home, cg_policy->source);
+	else
+		snprintf(where, n,
+			 "libcupti not found (CTXGUARD_CUPTI unset, none loaded, none in "
+			 "%s/extras/CUPTI/lib64 or on the loader's path); set CTXGUARD_CUPTI=/path/to/"
+			 "libcupti.so",
+			 home);
 	return NULL;
 }
 
@@ -275,6 +296,39 @@ static void subscribe(void)
 		}
 	}
 	atomic_store(&ours, s);
+}
+
+typedef CUresult (*launch_fn)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+			      unsigned, unsigned, CUstream, void **, void **);
+
+/* The self-check, once subscribed and outside the lock: a launch of no
+ * function, which the driver refuses, must be called back at its entry.
+ * A libcupti that took the subscription and never calls (a stub on the
+ * loader's path) would otherwise leave "on" in the log and see nothing. */
+static void prove_live(void)
+{
+	launch_fn launch = (launch_fn)cg_real_dlsym(cg_libcuda, "cuLaunchKernel");
+	if (launch) {
+		/* Unmarked, whatever call started ctxguard on this thread. */
+		unsigned char marked = cg_hooked_call;
+		cg_hooked_call = 0;
+		probing = 1;
+		launch(NULL, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
+		probing = 0;
+		cg_hooked_call = marked;
+	}
+	if (!atomic_load(&probed)) {
+		pthread_mutex_lock(&sub_lock);
+		CUpti_SubscriberHandle s = atomic_exchange(&ours, NULL);
+		if (s)
+			cupti.unsubscribe(s);
+		pthread_mutex_unlock(&sub_lock);
+		/* A profiler that took CUPTI meanwhile has said so already. */
+		if (s)
+			off("%s did not call back at the self-check's launch: not a working CUPTI, "
+			    "so the backstop would see nothing%s", cupti_path, "");
+		return;
+	}
 	char esc[PATH_MAX * 2];
 	cg_json_escape(esc, sizeof esc, cupti_path);
 	cg_log_event("backstop", "\"state\":\"on\",\"cupti\":\"%s\"", esc);
@@ -303,7 +357,10 @@ void cg_backstop_start(void)
 	}
 	pthread_mutex_lock(&sub_lock);
 	subscribe();
+	int subscribed = atomic_load(&ours) != NULL;
 	pthread_mutex_unlock(&sub_lock);
+	if (subscribed)
+		prove_live();
 }
 
 /* A thread of the parent may have been inside CUPTI's subscribe, holding
@@ -324,9 +381,13 @@ static void make_room(void)
 	if (s)
 		cupti.unsubscribe(s);
 	pthread_mutex_unlock(&sub_lock);
-	if (s)
-		off("%s%s", "a profiler took CUPTI's callbacks (cuptiSubscribe); launches past "
-			    "the hooks are no longer watched", "");
+	if (!s)
+		return;
+	/* Counted, and the audit fails (unwatched): under a lock, this is
+	 * the program switching the operator's backstop off. */
+	cg_count(CG_C_BACKSTOP_YIELDED);
+	off("%s%s", "a profiler took CUPTI's callbacks (cuptiSubscribe); launches past "
+		    "the hooks are no longer watched (counted as backstop_yielded)", "");
 }
 
 /* The program's own cuptiSubscribe[_v2]: what its dlsym found, else the

@@ -38,6 +38,8 @@ static const char usage[] =
 	"                               bypassed the hooks, the backstop could not watch, calls\n"
 	"                               passed unchecked or cuGetProcAddress handed out a launch,\n"
 	"                               load or lookup entry point ctxguard could not map\n"
+	"  --shadow                     run the bundled kernel beside each DeepGEMM GEMM and compare\n"
+	"                               (CTXGUARD_SHADOW=on; docs/shadow.md)\n"
 	"  --library PATH               libctxguard.so to preload (CTXGUARD_LIBRARY)\n"
 	"  --version                    print the version and the system policy's path\n";
 
@@ -72,6 +74,53 @@ static const char *find_library(void)
 			return realpath(path, resolved);
 	}
 	return NULL;
+}
+
+/* A sanitizer runtime, which must stay first in LD_PRELOAD. */
+static int sanitizer_runtime(const char *entry, size_t n)
+{
+	static const char *const names[] = {"libasan", "libtsan", "libubsan", "liblsan",
+					    "libhwasan", "libmsan", "libclang_rt."};
+	const char *base = entry;
+	for (size_t i = 0; i < n; i++)
+		if (entry[i] == '/')
+			base = entry + i + 1;
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+		if (strncmp(base, names[i], strlen(names[i])) == 0)
+			return 1;
+	return 0;
+}
+
+/* LD_PRELOAD with lib ahead of every other entry but the sanitizer
+ * runtimes that lead it: a library preloaded before ctxguard that defines
+ * the driver's entry points would take the program's calls past the hooks
+ * (the library says so at start-up, docs/security.md).  An entry equal to
+ * lib is dropped.  malloc'ed; NULL when out of memory. */
+static char *preload_first(const char *old, const char *lib)
+{
+	size_t n = old ? strlen(old) : 0, k = 0;
+	char *out = malloc(n + strlen(lib) + 3);
+	if (!out)
+		return NULL;
+	const char *p = old ? old : "";
+	int placed = 0;
+	while (1) {
+		/* The loader splits on ':' and white space. */
+		size_t len = strcspn(p, ": \t");
+		if (len && !(len == strlen(lib) && strncmp(p, lib, len) == 0)) {
+			if (!placed && !sanitizer_runtime(p, len)) {
+				k += (size_t)sprintf(out + k, "%s%s", k ? ":" : "", lib);
+				placed = 1;
+			}
+			k += (size_t)sprintf(out + k, "%s%.*s", k ? ":" : "", (int)len, p);
+		}
+		if (!p[len])
+			break;
+		p += len + 1;
+	}
+	if (!placed)
+		sprintf(out + k, "%s%s", k ? ":" : "", lib);
+	return out;
 }
 
 static void setenv_checked(const char *name, const char *value)
@@ -110,6 +159,10 @@ int main(int argc, char **argv)
 		}
 		if (strcmp(a, "--quiet") == 0) {
 			setenv_checked("CTXGUARD_QUIET", "1");
+			continue;
+		}
+		if (strcmp(a, "--shadow") == 0) {
+			setenv_checked("CTXGUARD_SHADOW", "on");
 			continue;
 		}
 		if (strcmp(a, "--backstop") == 0 || strcmp(a, "--audit") == 0) {
@@ -177,12 +230,9 @@ int main(int argc, char **argv)
 	char *abs = library && access(library, R_OK) == 0 ? realpath(library, NULL) : NULL;
 	if (!abs)
 		die("cannot find libctxguard.so (%s); use --library", library ? library : "not found");
-	const char *old = getenv("LD_PRELOAD");
-	char *preload = malloc(strlen(abs) + (old ? strlen(old) : 0) + 2);
+	char *preload = preload_first(getenv("LD_PRELOAD"), abs);
 	if (!preload)
 		die("%s", "out of memory");
-	/* After what is already there: a sanitizer runtime must stay first. */
-	sprintf(preload, "%s%s%s", old && *old ? old : "", old && *old ? ":" : "", abs);
 	setenv_checked("LD_PRELOAD", preload);
 	free(preload);
 	free(abs);

@@ -1,7 +1,12 @@
-/* Which context a launch runs in, and which device a context is on. */
+/* Which context a launch runs in, which device a context is on, and which
+ * module domain it belongs to. */
 #include "redirect.h"
 
 static struct cg_table devices = CG_TABLE_INIT;   /* CUcontext -> device + 1 */
+/* CUcontext -> the context whose modules it runs: a green context's
+ * CUcontext shares its device's primary context's (measured on an H100,
+ * docs/contexts.md); any other context is its own. */
+static struct cg_table domains = CG_TABLE_INIT;
 
 CUcontext cg_current_ctx(void)
 {
@@ -93,13 +98,57 @@ void cg_ctx_forget(CUcontext ctx)
 {
 	atomic_fetch_add(&cg_ctx_epoch, 1);
 	cg_table_del(&devices, (uintptr_t)ctx);
+	cg_table_del(&domains, (uintptr_t)ctx);
 	atomic_fetch_add(&cg_ctx_epoch, 1);
 }
 
 void cg_context_reset(void)
 {
 	cg_table_reset(&devices);
+	cg_table_reset(&domains);
 	atomic_fetch_add_explicit(&cg_ctx_epoch, 1, memory_order_relaxed);
+}
+
+/* What the driver says of a context met without a hook seeing it made:
+ * cuStreamGetCtx_v2 names a green context alongside its device's primary
+ * context.  s is a stream of ctx, or a default stream with ctx current;
+ * an answer about another context (a graph node's, not current) is
+ * NULL: not known. */
+static CUcontext query_domain(CUcontext ctx, CUstream s)
+{
+	CUcontext c = NULL, as = NULL;
+	CUgreenCtx g = NULL;
+	CUresult (*from)(CUcontext *, CUgreenCtx) = CG_REAL_SYM(cuCtxFromGreenCtx, cuCtxFromGreenCtx);
+	if (!cg_call.cuStreamGetCtx_v2 || cg_call.cuStreamGetCtx_v2(s, &c, &g) != CUDA_SUCCESS || !c)
+		return NULL;
+	if (!g)
+		return c == ctx ? ctx : NULL;
+	return from && from(&as, g) == CUDA_SUCCESS && as == ctx ? c : NULL;
+}
+
+CUcontext cg_ctx_domain(CUcontext ctx, CUstream s)
+{
+	if (!ctx)
+		return NULL;
+	unsigned now = atomic_load_explicit(&cg_ctx_epoch, memory_order_acquire);
+	CUcontext d = cg_table_get(&domains, (uintptr_t)ctx);
+	if (CG_LIKELY(d) || !(d = query_domain(ctx, s)))
+		return d ? d : ctx;
+	cg_table_put(&domains, (uintptr_t)ctx, d);
+	/* As in cg_ctx_device: a destroy in between voids the answer. */
+	if (atomic_load(&cg_ctx_epoch) != now)
+		cg_table_del(&domains, (uintptr_t)ctx);
+	return d;
+}
+
+CUcontext cg_owner_ctx(void)
+{
+	return cg_ctx_domain(cg_current_ctx(), NULL);
+}
+
+CUcontext cg_stream_domain(CUstream s)
+{
+	return cg_ctx_domain(cg_launch_ctx(s), s);
 }
 
 /* Its modules and functions go with it (their handles may come back from
@@ -119,9 +168,30 @@ static void ctx_gone(CUcontext ctx)
 
 CG_AFTER(cuCtxDestroy, ctx_gone(ctx))
 
+/* A created context, whatever its parameters (execution affinity
+ * included), is a module domain of its own: known as such when made. */
+static void made(CUcontext *pctx)
+{
+	if (pctx && *pctx)
+		cg_table_put(&domains, (uintptr_t)*pctx, *pctx);
+}
+
+CG_AFTER(cuCtxCreate, made(pctx))
+CG_AFTER(cuCtxCreate_v3, made(pctx))
+CG_AFTER(cuCtxCreate_v4, made(pctx))
+
+void cg_ctx_alias(CUcontext ctx, int dev)
+{
+	if (!ctx || cg_table_get(&domains, (uintptr_t)ctx))
+		return;
+	CUcontext p = cg_ctx_primary(dev >= 0 ? dev : cg_ctx_device(ctx));
+	if (p)
+		cg_table_put(&domains, (uintptr_t)ctx, p);
+}
+
 /* dev's primary context while it is active (its handle, the reference
  * count left as it was), else NULL. */
-static CUcontext active_primary(CUdevice dev)
+CUcontext cg_ctx_primary(CUdevice dev)
 {
 	unsigned flags;
 	int active = 0;
@@ -140,7 +210,7 @@ static CUcontext active_primary(CUdevice dev)
  * does (the handle itself may stay). */
 CG_HANDLER(cuDevicePrimaryCtxReset)
 {
-	CUcontext p = active_primary(dev);
+	CUcontext p = cg_ctx_primary(dev);
 	CUresult rc = CG_REAL(cuDevicePrimaryCtxReset, v)(dev);
 	if (rc == CUDA_SUCCESS && p)
 		ctx_gone(p);
@@ -150,9 +220,9 @@ CG_HANDLER(cuDevicePrimaryCtxReset)
 /* Only the last release destroys it: known after the call. */
 CG_HANDLER(cuDevicePrimaryCtxRelease)
 {
-	CUcontext p = active_primary(dev);
+	CUcontext p = cg_ctx_primary(dev);
 	CUresult rc = CG_REAL(cuDevicePrimaryCtxRelease, v)(dev);
-	if (rc == CUDA_SUCCESS && p && !active_primary(dev))
+	if (rc == CUDA_SUCCESS && p && !cg_ctx_primary(dev))
 		ctx_gone(p);
 	return rc;
 }

@@ -1,6 +1,6 @@
 /* What ctxguard keeps per context for redirects into it: the program's
  * streams and ctxguard's own (streams.c), pooled events (events.c) and
- * buffers of zeros (zeros.c).  One list under one lock: it is touched when
+ * buffers of zeros (zeros.c); and the shadow's scratch output (shadow.c).  One list under one lock: it is touched when
  * streams are created or destroyed and by redirects, never by a plain
  * launch, and no driver call is made under the lock.  A destroyed
  * context's state goes with it; a forked child starts with none. */

@@ -21,8 +21,17 @@ enum cg_gemm_layout {
 
 enum { CG_DECODE_OPERANDS = 6 };
 
+/* How DeepGEMM's host code launches the kernel (cg_decode_check_launch). */
+struct cg_decoded_launch {
+	uint32_t grid, block;      /* {grid, 1, 1} (kNumSMs), {block, 1, 1} */
+	uint64_t smem;             /* dynamic shared memory, bytes */
+	uint32_t cluster;          /* cluster dimension {cluster, 1, 1} */
+};
+
 struct cg_decoded {
 	int layout;                 /* enum cg_gemm_layout */
+	int block_m;                /* DeepGEMM's BLOCK_M */
+	struct cg_decoded_launch launch;
 	struct cg_gmm_problem p;    /* layout pointer in offs (psum) or layout */
 	unsigned noperands;         /* device memory the problem reads or writes */
 	struct { const char *name; uintptr_t addr; } operand[CG_DECODE_OPERANDS];
@@ -39,5 +48,12 @@ int cg_decode_is_gemm(const char *demangled);
  * the launch's kernelParams (one pointer per parameter). */
 int cg_decode_gemm(const char *demangled, void *const *params, cg_tmap_lookup_fn tmap,
 		   struct cg_decoded *out, char *why, size_t n);
+
+/* 1: the launch configuration c is the one DeepGEMM's host code gives the
+ * kernel d was decoded from (grid, block, dynamic shared memory, cluster,
+ * no other attribute but programmatic stream serialization); -1 with why
+ * filled otherwise.  A redirect needs both this and cg_decode_gemm. */
+int cg_decode_check_launch(const struct cg_decoded *d, const CUlaunchConfig *c, char *why,
+			   size_t n);
 
 #endif

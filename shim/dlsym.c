@@ -5,7 +5,7 @@
 
 #include "shim.h"
 
-static CG_NO_SANITIZE void *hooked(void *p, const char *name)
+static CG_NO_SANITIZE void *hooked(void *handle, void *p, const char *name)
 {
 	/* Only libcuda's names can map to a wrapper; everything else (and
 	 * every call made while ctxguard initialises) passes untouched. */
@@ -16,9 +16,10 @@ static CG_NO_SANITIZE void *hooked(void *p, const char *name)
 	void *h = cg_backstop_hook_for(name, p);
 	if (h)
 		return h;
-	/* While another thread starts the shim, answered as after start-up. */
+	/* While another thread starts the shim, answered as after start-up;
+	 * what maps to no hook may be a second driver's (shim/drivers.c). */
 	if ((!cg_ready(NULL) && !cg_starting_elsewhere()) || !(h = cg_hook_for_real(p)))
-		return p;
+		return cg_driver_lookup(handle, p, "dlsym", name);
 	cg_count(CG_C_HOOKED_DLSYM);
 	return h;
 }
@@ -45,7 +46,7 @@ static inline CG_NO_SANITIZE int maybe_hooked(void *handle, const char *name)
  * own lookup may find what ctxguard's cannot. */
 static inline CG_NO_SANITIZE int answered(void *handle, const char *name, void *p, void **out)
 {
-	*out = hooked(p, name);
+	*out = hooked(handle, p, name);
 	return *out != p || handle != RTLD_DEFAULT;
 }
 

@@ -5,8 +5,9 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
-#include "redirect.h"
+#include "shadow.h"
 
 extern char **environ;
 
@@ -56,6 +57,23 @@ static void refuse_locked_libraries(void)
 	}
 }
 
+/* CTXGUARD_LIBCUDA names no library the program loaded, yet a hooked call
+ * came: from the program's own libcuda.so.1, which the shim then checks,
+ * saying so in one line (else every call failed, NOT_INITIALIZED, with
+ * nothing said).  NULL when that driver is not loaded either. */
+static void *named_driver_absent(void)
+{
+	static const char standard[] = "libcuda.so.1";
+	const char *named = cg_libcuda_name();
+	void *h = strcmp(named, standard) ? dlopen(standard, RTLD_LAZY | RTLD_NOLOAD) : NULL;
+	if (h) {
+		cg_stderr("ctxguard: CTXGUARD_LIBCUDA=%s is no library this process loaded;"
+			  " checking the libcuda.so.1 the program loaded instead\n", named);
+		atomic_store_explicit(&libcuda, standard, memory_order_release);
+	}
+	return h;
+}
+
 /* 1: ready; 0: libcuda not loaded (yet): ask again at the next call;
  * -1: a libcuda without the basics: inert for good. */
 static int start(void)
@@ -68,12 +86,15 @@ static int start(void)
 		if (path && *path)
 			atomic_store_explicit(&libcuda, path, memory_order_release);
 		cg_policy = &policy;
+		cg_launch_configure(cg_policy);
 		have_policy = 1;
 	}
 	/* Only a driver the program loaded itself: a lookup of some other
 	 * "cu" name (curl_easy_init) must not pull libcuda into a process
 	 * that never uses it.  Every route to a hook comes after that load. */
 	void *h = dlopen(cg_libcuda_name(), RTLD_LAZY | RTLD_NOLOAD);
+	if (!h)
+		h = named_driver_absent();
 	if (!h)
 		return 0;
 	cg_libcuda = h;
@@ -84,6 +105,7 @@ static int start(void)
 	if (!cg_call.cuCtxGetCurrent || !cg_call.cuStreamGetCtx)
 		return -1;
 	cg_report_start();
+	cg_drivers_check_preloads();
 	cg_backstop_start();
 	return 1;
 }
@@ -131,6 +153,7 @@ static void after_fork_child(void)
 	cg_memory_reset();
 	cg_device_forked();
 	cg_redirect_forked();
+	cg_shadow_forked();
 	cg_report_forked();
 }
 

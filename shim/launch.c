@@ -7,7 +7,7 @@
 
 /* The handlers are inlined into the wrappers at the end of this file. */
 #define CG_HANDLER_INLINE inline __attribute__((always_inline))
-#include "redirect.h"
+#include "shadow.h"
 
 static __attribute__((noinline, cold)) CUresult
 crossing(const char *api, const struct cg_fn *fn, CUcontext launch_ctx, CUstream stream)
@@ -21,6 +21,17 @@ crossing(const char *api, const struct cg_fn *fn, CUcontext launch_ctx, CUstream
  * leave to the check (passes()), handed to that check, its next step on
  * this thread: the function is looked up once per launch. */
 static _Thread_local const struct cg_fn *handed CG_TLS;
+
+/* The operand check each checked launch makes, chosen once from the
+ * policy: one pointer instead of two settings read per launch, so that the
+ * shadow costs the launch path nothing. */
+static CUresult (*operand_check)(const char *api, const struct cg_fn *fn, CUcontext ctx,
+				 CUstream stream, void **params, void **extra);
+
+void cg_launch_configure(const struct cg_policy *p)
+{
+	operand_check = p->shadow ? cg_shadow_check : p->operands ? cg_check_operands : NULL;
+}
 
 /* Inlined into each launch handler: the check of a launch that the
  * wrappers' fast path (passes(), below) could not let through. */
@@ -48,11 +59,14 @@ check(const char *api, CUfunction f, CUcontext launch_ctx, CUstream stream, void
 	/* No launch context: the driver itself refuses the launch. */
 	if (!launch_ctx)
 		return CUDA_SUCCESS;
-	/* A CUkernel (owner NULL) runs wherever it is launched. */
-	if (fn->owner && CG_UNLIKELY(launch_ctx != fn->owner))
+	/* A CUkernel (owner NULL) runs wherever it is launched.  Owners are
+	 * module domains: a green context's launch of its primary context's
+	 * function differs by handle alone, and is no crossing. */
+	if (fn->owner && CG_UNLIKELY(launch_ctx != fn->owner) &&
+	    cg_ctx_domain(launch_ctx, stream) != fn->owner)
 		return crossing(api, fn, launch_ctx, stream);
-	if (cg_policy->operands)
-		return cg_check_operands(api, fn, launch_ctx, stream, params, extra);
+	if (operand_check)
+		return operand_check(api, fn, launch_ctx, stream, params, extra);
 	return CUDA_SUCCESS;
 }
 
@@ -63,17 +77,29 @@ checked(const char *api, CUfunction f, CUcontext launch_ctx, CUstream stream, vo
 	void **extra)
 {
 	CUresult rc = check(api, f, launch_ctx, stream, params, extra);
-	if (rc == CUDA_SUCCESS || rc == CG_REDIRECTED)
+	if (rc == CUDA_SUCCESS || rc == CG_REDIRECTED || rc == CG_SHADOWED)
 		cg_error_clear();
 	return rc;
 }
 
-/* Launches that cannot be redirected fall back when the action says so. */
+/* Launches that cannot be redirected fall back when the action says so,
+ * and are not shadowed. */
+static __attribute__((noinline, cold)) CUresult not_taken(const char *api, CUresult rc)
+{
+	if (rc == CG_REDIRECTED)
+		return cg_redirect_refuse(api);
+	if (rc == CG_SHADOWED) {
+		cg_shadow_refuse(api);
+		return CUDA_SUCCESS;
+	}
+	return rc;
+}
+
 CUresult cg_check_launch(const char *api, CUfunction f, CUcontext launch_ctx, CUstream stream,
 			 void **params, void **extra)
 {
 	CUresult rc = checked(api, f, launch_ctx, stream, params, extra);
-	return CG_UNLIKELY(rc == CG_REDIRECTED) ? cg_redirect_refuse(api) : rc;
+	return CG_UNLIKELY(rc != CUDA_SUCCESS) ? not_taken(api, rc) : rc;
 }
 
 /* The redirect path: the launch as the program made it (no config: the
@@ -91,17 +117,64 @@ static __attribute__((noinline, cold)) CUresult redirect(const struct cg_variant
 	return CG_MARKED(cg_redirect(&l));
 }
 
+/* After the launch to shadow, made with result rc: the shadow, when it
+ * was made.  A NULL stream of a _ptsz variant is the per-thread stream. */
+static CUresult shadow_after(const struct cg_variant *v, CUresult rc, CUfunction f,
+			     const CUlaunchConfig *config, void **params, void **extra)
+{
+	if (rc != CUDA_SUCCESS || !config)
+		return rc;
+	struct cg_launch l = {v->symbol, f, *config, params, extra};
+	if (!l.config.hStream && strstr(v->symbol, "_ptsz"))
+		l.config.hStream = CU_STREAM_PER_THREAD;
+	/* its bundled launch is ctxguard's own: marked, as a redirect's is */
+	cg_hooked_call = 1;
+	cg_shadow(&l);
+	cg_hooked_call = 0;
+	return rc;
+}
+
+/* The shadow path: the launch as the program made it (rebuilt from its
+ * config, so that the handler keeps no arguments for it), then, when it
+ * was made, the shadow beside it (shim/shadow.c). */
+static __attribute__((noinline, cold)) CUresult shadowed(const struct cg_variant *v,
+							 CUfunction f, const CUlaunchConfig *c,
+							 void **params, void **extra)
+{
+	if (!strcmp(v->family, "cuLaunchKernelEx"))
+		return shadow_after(v, CG_MARKED(CG_REAL(cuLaunchKernelEx, v)(c, f, params, extra)),
+				    f, c, params, extra);
+	return shadow_after(v,
+			    CG_MARKED(CG_REAL(cuLaunchKernel, v)(
+				    f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX,
+				    c->blockDimY, c->blockDimZ, c->sharedMemBytes, c->hStream,
+				    params, extra)),
+			    f, c, params, extra);
+}
+
+/* What a launch a redirect can take over does when the check did not just
+ * pass it: the redirect, the launch then its shadow, or the refusal. */
+static __attribute__((noinline, cold)) CUresult unusual(const struct cg_variant *v, CUresult rc,
+							CUfunction f, const CUlaunchConfig *config,
+							void **params, void **extra)
+{
+	if (rc == CG_REDIRECTED)
+		return redirect(v, f, config, params, extra);
+	if (rc == CG_SHADOWED)
+		return shadowed(v, f, config, params, extra);
+	return rc;
+}
+
 /* The launches a redirect can take over: checked, then either the real
  * call or, for a crossing under the redirect action, the launch described
- * by config (an expression evaluated only then). */
+ * by config (an expression evaluated only then), or for a launch to shadow
+ * the launch made from config, then the shadow. */
 #define CG_REDIRECTABLE(fam, stream, config)                                 \
 	CG_HANDLER(fam)                                                      \
 	{                                                                    \
 		CUresult rc_ = checked(v->symbol, f, NULL, stream, kernelParams, extra); \
-		if (CG_UNLIKELY(rc_ == CG_REDIRECTED))                       \
-			return redirect(v, f, config, kernelParams, extra);  \
-		if (rc_ != CUDA_SUCCESS)                                     \
-			return rc_;                                          \
+		if (CG_UNLIKELY(rc_ != CUDA_SUCCESS))                        \
+			return unusual(v, rc_, f, config, kernelParams, extra); \
 		return CG_MARKED(CG_REAL(fam, v)(CG_UNPAREN(A_##fam)));      \
 	}
 
@@ -116,10 +189,23 @@ CG_CHECKED(cuLaunch, cg_check_launch(v->symbol, f, NULL, NULL, NULL, CG_PARAM_SP
 CG_CHECKED(cuLaunchGrid, cg_check_launch(v->symbol, f, NULL, NULL, NULL, CG_PARAM_SPACE))
 CG_CHECKED(cuLaunchGridAsync, cg_check_launch(v->symbol, f, NULL, hStream, NULL, CG_PARAM_SPACE))
 
-/* One launch per device: each is checked. */
+/* The deprecated multi-device launch: how many entries of list the driver
+ * would read.  A count past the device count is refused by the driver
+ * without reading the list, which may be far shorter (a crash here): 0. */
+unsigned cg_multi_entries(const CUDA_LAUNCH_PARAMS *list, unsigned n)
+{
+	int devices = 0;
+	if (!list || !cg_call.cuDeviceGetCount || cg_call.cuDeviceGetCount(&devices) != CUDA_SUCCESS ||
+	    n > (unsigned)devices)
+		return 0;
+	return n;
+}
+
+/* One launch per device: each is checked, as far as the driver reads. */
 CUresult cg_check_each(const char *api, const CUDA_LAUNCH_PARAMS *list, unsigned n)
 {
-	for (unsigned i = 0; list && i < n; i++) {
+	n = cg_multi_entries(list, n);
+	for (unsigned i = 0; i < n; i++) {
 		CUresult rc = cg_check_launch(api, list[i].function, NULL, list[i].hStream,
 					      list[i].kernelParams, NULL);
 		if (rc != CUDA_SUCCESS)

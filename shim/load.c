@@ -2,7 +2,8 @@
  * recorded with its owning context before the handle reaches the program. */
 #include "redirect.h"
 
-/* A module belongs to the context current at its load; a library to none. */
+/* A module belongs to the context current at its load (its module domain:
+ * a green context's loads are its primary context's); a library to none. */
 static void load(uintptr_t handle, CUcontext owner, const char *via, const char *path,
 		 const void *image)
 {
@@ -20,10 +21,10 @@ static void unload(uintptr_t handle)
 	cg_mod_remove(handle);
 }
 
-CG_AFTER(cuModuleLoad, load(CG_OUT(module), cg_current_ctx(), v->symbol, fname, NULL))
-CG_AFTER(cuModuleLoadData, load(CG_OUT(module), cg_current_ctx(), v->symbol, NULL, image))
-CG_AFTER(cuModuleLoadDataEx, load(CG_OUT(module), cg_current_ctx(), v->symbol, NULL, image))
-CG_AFTER(cuModuleLoadFatBinary, load(CG_OUT(module), cg_current_ctx(), v->symbol, NULL, fatCubin))
+CG_AFTER(cuModuleLoad, load(CG_OUT(module), cg_owner_ctx(), v->symbol, fname, NULL))
+CG_AFTER(cuModuleLoadData, load(CG_OUT(module), cg_owner_ctx(), v->symbol, NULL, image))
+CG_AFTER(cuModuleLoadDataEx, load(CG_OUT(module), cg_owner_ctx(), v->symbol, NULL, image))
+CG_AFTER(cuModuleLoadFatBinary, load(CG_OUT(module), cg_owner_ctx(), v->symbol, NULL, fatCubin))
 CG_AFTER(cuLibraryLoadData, load(CG_OUT(library), NULL, v->symbol, NULL, code))
 CG_AFTER(cuLibraryLoadFromFile, load(CG_OUT(library), NULL, v->symbol, fileName, NULL))
 CG_BEFORE(cuModuleUnload, unload((uintptr_t)hmod))
@@ -77,7 +78,7 @@ CG_AFTER(cuLibraryEnumerateKernels, add_kernels(kernels, numKernels, lib, v->sym
 static void add_library_module(CUmodule *out, CUlibrary library, const char *via)
 {
 	if (out && *out && !cg_mod_get((uintptr_t)*out))
-		cg_mod_add((uintptr_t)*out, cg_current_ctx(), via, NULL, NULL,
+		cg_mod_add((uintptr_t)*out, cg_owner_ctx(), via, NULL, NULL,
 			   cg_lib_get((uintptr_t)library));
 }
 
@@ -101,7 +102,7 @@ static void add_kernel_function(CUfunction *out, CUkernel kernel, const char *vi
 	const char *name = k ? k->name : NULL;
 	if (!name && cg_call.cuKernelGetName)
 		cg_call.cuKernelGetName(&name, kernel);
-	cg_fn_add((uintptr_t)*out, cg_current_ctx(), 0, via, name, k ? k->mod : NULL);
+	cg_fn_add((uintptr_t)*out, cg_owner_ctx(), 0, via, name, k ? k->mod : NULL);
 }
 
 CG_AFTER(cuKernelGetFunction, add_kernel_function(pFunc, kernel, v->symbol))

@@ -297,7 +297,8 @@ void cg_memory_reset(void)
 
 /* ---- the allocation hooks ---- */
 
-/* Device memory of ctx, its owner. */
+/* Device memory of ctx, its owner (a module domain: what a green context
+ * allocates is its primary context's, and outlives it). */
 static void allocated(uintptr_t base, size_t size, CUcontext ctx)
 {
 	remember(base, size, tag_of_ctx(ctx), ONE, ctx, NULL);
@@ -306,7 +307,7 @@ static void allocated(uintptr_t base, size_t size, CUcontext ctx)
 /* Managed and pinned host memory is reachable from every device (UVA). */
 static void everywhere(uintptr_t base, size_t size)
 {
-	remember(base, size, TAG_ANY, ONE, cg_current_ctx(), NULL);
+	remember(base, size, TAG_ANY, ONE, cg_owner_ctx(), NULL);
 }
 
 /* A pool may live on another device than the stream, or in host memory,
@@ -324,11 +325,11 @@ static void pooled(CUdeviceptr p, size_t size, CUcontext ctx)
 	remember(p, size, tag, ONE, tag == own ? ctx : NULL, NULL);
 }
 
-CG_AFTER(cuMemAlloc, allocated(CG_OUT(dptr), bytesize, cg_current_ctx()))
-CG_AFTER(cuMemAllocPitch, allocated(CG_OUT(dptr), pPitch ? *pPitch * Height : 0, cg_current_ctx()))
+CG_AFTER(cuMemAlloc, allocated(CG_OUT(dptr), bytesize, cg_owner_ctx()))
+CG_AFTER(cuMemAllocPitch, allocated(CG_OUT(dptr), pPitch ? *pPitch * Height : 0, cg_owner_ctx()))
 /* Stream-ordered allocations come from the stream's device's pool. */
-CG_AFTER(cuMemAllocAsync, allocated(CG_OUT(dptr), bytesize, cg_launch_ctx(hStream)))
-CG_AFTER(cuMemAllocFromPoolAsync, pooled(CG_OUT(dptr), bytesize, cg_launch_ctx(hStream)))
+CG_AFTER(cuMemAllocAsync, allocated(CG_OUT(dptr), bytesize, cg_stream_domain(hStream)))
+CG_AFTER(cuMemAllocFromPoolAsync, pooled(CG_OUT(dptr), bytesize, cg_stream_domain(hStream)))
 CG_AFTER(cuMemAllocManaged, everywhere(CG_OUT(dptr), bytesize))
 CG_AFTER(cuMemHostAlloc, everywhere(CG_OUT(pp), bytesize))
 CG_AFTER(cuMemAllocHost, everywhere(CG_OUT(pp), bytesize))
@@ -376,7 +377,7 @@ static void opened(uintptr_t p)
 	struct facts f;
 	int tag = ask(p, &f) ? device_tag(&f) : 0;
 	if (tag)
-		remember(f.start, f.size, tag, LEARNED, cg_current_ctx(), NULL);
+		remember(f.start, f.size, tag, LEARNED, cg_owner_ctx(), NULL);
 }
 
 CG_AFTER(cuIpcOpenMemHandle, opened(CG_OUT(pdptr)))
@@ -386,7 +387,7 @@ CG_AFTER(cuMemPoolImportPointer, opened(CG_OUT(ptr_out)))
  * current context, and a buffer mapped onto it is that context's device
  * memory until cuMemFree or the context's end. */
 CG_AFTER(cuExternalMemoryGetMappedBuffer,
-	 allocated(CG_OUT(devPtr), bufferDesc ? bufferDesc->size : 0, cg_current_ctx()))
+	 allocated(CG_OUT(devPtr), bufferDesc ? bufferDesc->size : 0, cg_owner_ctx()))
 
 /* A graph's allocation node fixes its address when it is made, on the
  * device its pool names, in no one context (the graph may be launched in

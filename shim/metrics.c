@@ -1,10 +1,12 @@
 /* `metrics = PATH`: the summary's counters at exit in the Prometheus text
  * format, for node_exporter's textfile collector.  Written to a temporary
- * file and renamed, so the collector never reads half a file. */
+ * file and renamed, so the collector never reads half a file; only over a
+ * regular file or a new name. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "shim.h"
@@ -19,6 +21,14 @@ void cg_metrics_write(const unsigned long *t)
 		return;
 	if (!cg_identity_expand(tpl, path, sizeof path)) {
 		cg_stderr("ctxguard: metrics path %s is too long once expanded\n", tpl);
+		return;
+	}
+	/* The rename replaces whatever the name holds: as root, a device node
+	 * (/dev/null) or a link named by mistake would be gone. */
+	struct stat st;
+	if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+		cg_stderr("ctxguard: metrics %s is not a regular file (left as it is; metrics not"
+			  " written): name a regular file or a new one\n", path);
 		return;
 	}
 	snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());

@@ -172,7 +172,8 @@ static int plan_bundled(const struct cg_launch *l, const struct cg_fn *fn, struc
 		snprintf(why, n, "undecodable ABI: parameters passed in the extra buffer");
 		return 0;
 	}
-	if (cg_decode_gemm(fn->demangled, l->params, cg_tmap_find, &p->gemm, why, n) < 0)
+	if (cg_decode_gemm(fn->demangled, l->params, cg_tmap_find, &p->gemm, why, n) < 0 ||
+	    cg_decode_check_launch(&p->gemm, &l->config, why, n) < 0)
 		return 0;
 	p->via = bundled[p->gemm.layout].name;
 	const char *name[CG_DECODE_OPERANDS];
@@ -226,7 +227,12 @@ static int plan(const struct cg_launch *l, const struct cg_crossing *c, const st
 	p->launch_dev = c->launch_dev;
 	if (p->to_dev < 0)
 		p->to_dev = c->launch_dev;
-	p->target = p->to_dev == c->launch_dev ? (CUcontext)c->launch_ctx : cg_device_ctx(p->to_dev);
+	/* On the launch device, into its module domain: a green launch
+	 * context's work goes to its primary context, ordered with the streams
+	 * of both (shim/streams.c lists them together). */
+	p->target = p->to_dev == c->launch_dev
+			    ? cg_ctx_domain((CUcontext)c->launch_ctx, l->config.hStream)
+			    : cg_device_ctx(p->to_dev);
 	if (!p->target) {
 		snprintf(why, n, "no context for device %d", p->to_dev);
 		return 0;
@@ -234,21 +240,26 @@ static int plan(const struct cg_launch *l, const struct cg_crossing *c, const st
 	return 1;
 }
 
+CUresult cg_bundled_run(CUcontext ctx, CUstream s, const struct cg_decoded *gemm, char *why,
+			size_t n)
+{
+	CUresult rc = cg_bundled_begin();
+	if (rc == CUDA_SUCCESS)
+		rc = bundled[gemm->layout].run(ctx, s, &gemm->p);
+	cg_bundled_end();
+	if (rc != CUDA_SUCCESS)
+		snprintf(why, n, "%s (error %d)",
+			 *cg_gmm_last_error() ? cg_gmm_last_error() : "the bundled kernels failed",
+			 (int)rc);
+	return rc;
+}
+
 /* The work itself on stream s of the target context (current). */
 static CUresult run(const struct plan *p, const struct cg_launch *l, const struct cg_fn *fn,
 		    CUstream s, char *why, size_t n)
 {
-	if (!p->rehome) {
-		CUresult rc = cg_bundled_begin();
-		if (rc == CUDA_SUCCESS)
-			rc = bundled[p->gemm.layout].run(p->target, s, &p->gemm.p);
-		cg_bundled_end();
-		if (rc != CUDA_SUCCESS)
-			snprintf(why, n, "%s (error %d)",
-				 *cg_gmm_last_error() ? cg_gmm_last_error() : "the bundled kernels failed",
-				 (int)rc);
-		return rc;
-	}
+	if (!p->rehome)
+		return cg_bundled_run(p->target, s, &p->gemm, why, n);
 	if (!CG_REAL_SYM(cuLaunchKernelEx, cuLaunchKernelEx)) {
 		snprintf(why, n, "the driver has no cuLaunchKernelEx (before CUDA 11.8)");
 		return CUDA_ERROR_NOT_SUPPORTED;
@@ -502,6 +513,9 @@ CUresult cg_redirect(const struct cg_launch *l)
 	struct cg_fn *fn = (struct cg_fn *)noted->fn;
 	char why[512] = "";
 	struct plan p;
+	CUresult malformed = cg_redirect_malformed(l->params, l->extra);
+	if (malformed != CUDA_SUCCESS)
+		return malformed;
 	if (!plan(l, &c, fn, &p, why, sizeof why))
 		return impossible(&c, fn, why);
 	CUstream s = l->config.hStream;

@@ -20,6 +20,14 @@ struct cg_launch {
 	void **params, **extra;
 };
 
+/* The driver refuses a launch given both kernelParams and extra before
+ * running anything (CUDA_ERROR_INVALID_VALUE); so does its redirect.
+ * CUDA_SUCCESS: not such a launch. */
+static inline CUresult cg_redirect_malformed(void **params, void **extra)
+{
+	return params && extra ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
 /* cg_act's half: keeps the crossing for this thread's cg_redirect; 0 when
  * there was no memory to keep it in. */
 int cg_redirect_note(const struct cg_crossing *c, const struct cg_fn *fn);
@@ -29,6 +37,12 @@ int cg_redirect_note(const struct cg_crossing *c, const struct cg_fn *fn);
 CUresult cg_redirect(const struct cg_launch *l);
 /* A crossing noted by a launch API redirect does not handle: the fallback. */
 CUresult cg_redirect_refuse(const char *api);
+
+/* The bundled kernel a decoded GEMM runs as (shim/decode.h), on stream s
+ * of ctx (current): CUDA_SUCCESS, else the error with why filled. */
+struct cg_decoded;
+CUresult cg_bundled_run(CUcontext ctx, CUstream s, const struct cg_decoded *gemm, char *why,
+			size_t n);
 
 /* Device dev's primary context, retained once and kept (NULL: none). */
 CUcontext cg_device_ctx(int dev);
@@ -62,6 +76,8 @@ struct cg_ctx_state {
 	CUevent *events;           /* pooled events not in use */
 	size_t nevents, capevents, made; /* capevents >= made: all fit back */
 	struct cg_zeros *zeros;
+	CUdeviceptr scratch;       /* the shadow's D not in use (shim/shadow.c) */
+	size_t scratch_bytes;
 	struct cg_ctx_state *next;
 };
 /* ctx's state with the lock held (created when asked; NULL when absent or

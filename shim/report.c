@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "shim.h"
+#include "shadow.h"
 
 /* Counters live in per-thread blocks so the launch path never shares a
  * cache line: a thread owns its block and bumps it with a plain add
@@ -42,6 +42,9 @@ static unsigned long total(int slot)
 }
 
 unsigned long cg_counter_total(enum cg_counter c) { return total(c); }
+
+/* The summary was written (a fork child writes its own). */
+static _Atomic int summarised;
 
 /* log_fd: the log file; LOG_SYSLOG: records go to syslog; LOG_REOPEN: a
  * fork child opens its own (%p) on first use. */
@@ -78,9 +81,31 @@ static void write_all(int fd, const char *s, size_t n)
 	write_vec(fd, &v, 1);
 }
 
+/* Whatever reaches stderr is escaped as the log escapes it (control
+ * bytes, C1 codes, bytes that are not UTF-8): kernel names, paths and
+ * policy text come from the program and the user, and a terminal obeys
+ * ESC and CSI.  lines: the text's newlines are its own (a report); else it
+ * is one message, and only its final newline is kept. */
+static void write_text(const char *s, int lines)
+{
+	char buf[4096];
+	/* one write, its newline included, so that threads' lines never mix */
+	size_t len = cg_text_escape(buf, sizeof buf - 1, s, lines);
+	char *out = len < sizeof buf - 1 ? buf : malloc(len + 2);
+	if (!out)
+		len = strlen(out = buf);      /* what fitted, cut between escapes */
+	else if (out != buf)
+		cg_text_escape(out, len + 1, s, lines);
+	if (!lines)
+		out[len++] = '\n';
+	write_all(2, out, len);
+	if (out != buf)
+		free(out);
+}
+
 void cg_write_stderr(const char *s)
 {
-	write_all(2, s, strlen(s));
+	write_text(s, 1);
 }
 
 void cg_stderr(const char *fmt, ...)
@@ -90,8 +115,12 @@ void cg_stderr(const char *fmt, ...)
 	va_start(ap, fmt);
 	int n = vsnprintf(buf, sizeof buf, fmt, ap);
 	va_end(ap);
-	if (n > 0)
-		write_all(2, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
+	if (n <= 0)
+		return;
+	size_t len = (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1;
+	if (buf[len - 1] == '\n')
+		buf[len - 1] = 0;
+	write_text(buf, 0);
 }
 
 /* "1 crossing", "2 crossings" */
@@ -119,10 +148,17 @@ static void open_log(void)
 			  tpl);
 		return;
 	}
-	char why[512];
-	log_fd = cg_log_open(path, cg_policy->log_mode, why, sizeof why);
-	if (log_fd < 0)
+	char why[512], fresh[4096];
+	log_fd = cg_log_open(path, cg_policy->log_mode, why, sizeof why, fresh, sizeof fresh);
+	if (log_fd < 0) {
 		cg_stderr("ctxguard: cannot open log %s: %s (logging disabled)\n", path, why);
+	} else if (*fresh) {
+		cg_stderr("ctxguard: log %s: %s; logging to %s instead\n", path, why, fresh);
+		char asked[1024], used[1024];
+		cg_json_escape(asked, sizeof asked, path);
+		cg_json_escape(used, sizeof used, fresh);
+		cg_log_event("log_name_fallback", "\"asked\":\"%s\",\"path\":\"%s\"", asked, used);
+	}
 }
 
 /* One write per line, so lines of concurrent threads never interleave:
@@ -273,6 +309,7 @@ void cg_report_forked(void)
 	cg_identity_forked();
 	memset(pool, 0, sizeof pool);
 	atomic_store(&next_block, 0);
+	atomic_store(&summarised, 0);
 	cg_counts.v = NULL;
 }
 
@@ -387,6 +424,9 @@ static void counters_line(char *buf, size_t n, const unsigned long *t)
  * with a summary record. */
 void cg_report_summary(void)
 {
+	/* Once: before an abort, which skips the destructors, else at exit. */
+	if (atomic_exchange(&summarised, 1))
+		return;
 	size_t mods, fns, experts;
 	cg_registry_counts(&mods, &fns, &experts);
 	unsigned long t[CG_NCOUNTERS], any = mods + fns;
@@ -398,6 +438,8 @@ void cg_report_summary(void)
 	}
 	char backstop[2048], backstop_json[2048];
 	cg_backstop_summary(backstop, sizeof backstop, backstop_json, sizeof backstop_json);
+	char shadow[128], shadow_json[128];
+	cg_shadow_summary(shadow, sizeof shadow, shadow_json, sizeof shadow_json);
 	char calls[4096], counts[1024];
 	size_t n = 0;
 	calls[0] = 0;
@@ -410,8 +452,9 @@ void cg_report_summary(void)
 	counters_json(counts, sizeof counts, t);
 	cg_log_event("summary",
 		     "\"modules\":%zu,\"functions\":%zu,\"experts\":%zu,%s,"
-		     "\"tensor_map_address_word\":%d,\"calls\":{%s}%s",
-		     mods, fns, experts, counts, cg_tmap_address_word(), calls, backstop_json);
+		     "\"tensor_map_address_word\":%d,\"calls\":{%s}%s%s",
+		     mods, fns, experts, counts, cg_tmap_address_word(), calls, shadow_json,
+		     backstop_json);
 	unsigned long lost = t[CG_C_LOG_LOST];
 	if (lost)
 		cg_stderr("ctxguard: pid %ld: %lu log record%s could not be written to %s\n",
@@ -422,7 +465,7 @@ void cg_report_summary(void)
 	if (cg_policy->quiet)
 		return;
 	counters_line(counts, sizeof counts, t);
-	cg_stderr("ctxguard: pid %ld: %zu %s, %zu %s tracked (%zu %s)%s%s\n", (long)getpid(), mods,
-		  plural(mods, "module", "modules"), fns, plural(fns, "function", "functions"),
-		  experts, plural(experts, "expert", "experts"), counts, backstop);
+	cg_stderr("ctxguard: pid %ld: %zu %s, %zu %s tracked (%zu %s)%s%s%s\n", (long)getpid(),
+		  mods, plural(mods, "module", "modules"), fns, plural(fns, "function", "functions"),
+		  experts, plural(experts, "expert", "experts"), counts, shadow, backstop);
 }

@@ -184,6 +184,7 @@ void *cg_variant_real(void *libcuda, const struct cg_variant *v);
 #define CG_CALLS(X)                                                          \
 	X(cuCtxGetCurrent, (CUcontext * pctx))                               \
 	X(cuStreamGetCtx, (CUstream s, CUcontext * pctx))                    \
+	X(cuStreamGetCtx_v2, (CUstream s, CUcontext * pctx, CUgreenCtx * green)) \
 	X(cuCtxGetDevice, (CUdevice * dev))                                  \
 	X(cuCtxGetDevice_v2, (CUdevice * dev, CUcontext ctx))                \
 	X(cuCtxPushCurrent_v2, (CUcontext ctx))                              \
@@ -207,6 +208,8 @@ void *cg_variant_real(void *libcuda, const struct cg_variant *v);
 	X(cuStreamSynchronize, (CUstream s))                                 \
 	X(cuEventSynchronize, (CUevent e))                                   \
 	X(cuMemsetD8Async, (CUdeviceptr p, unsigned char v, size_t n, CUstream s)) \
+	X(cuMemcpyDtoH_v2, (void *dst, CUdeviceptr src, size_t n))         \
+	X(cuThreadExchangeStreamCaptureMode, (CUstreamCaptureMode * mode))  \
 	X(cuDeviceGetPCIBusId, (char *bus, int len, CUdevice dev))          \
 	X(cuDeviceGetUuid_v2, (CUuuid * uuid, CUdevice dev))
 
@@ -223,6 +226,17 @@ extern struct cg_calls cg_call;
 void *cg_real_libc(int which);
 void *cg_real_dlsym(void *handle, const char *name);
 void *cg_real_dlvsym(void *handle, const char *name, const char *version);
+
+/* ---- second copies of the driver (shim/drivers.c) ---- */
+
+/* p, what a lookup of `name` on handle through `api` found: itself, or
+ * NULL when it lies in a CUDA driver other than the hooked one and the
+ * policy is locked (unlocked, that driver is said once and counted as
+ * unhooked). */
+void *cg_driver_lookup(void *handle, void *p, const char *api, const char *name);
+/* At start-up: says (once) when an object ahead of ctxguard, a preload,
+ * defines the driver's entry points, which then bypass the hooks. */
+void cg_drivers_check_preloads(void);
 
 /* ---- start-up (shim/init.c) ---- */
 
@@ -303,6 +317,7 @@ struct cg_fn {
 	 * wrote it; NULL while nothing was written. */
 	_Atomic(struct cg_params *) params;
 	_Atomic unsigned char unchecked; /* an unreadable launch was said */
+	_Atomic unsigned char shadow_said; /* shadow: 1 undecodable, 2 mismatch said */
 };
 
 void cg_registry_reset(void);
@@ -377,6 +392,23 @@ static inline void cg_stream_gone(void)
 {
 	atomic_fetch_add(&cg_ctx_epoch, 1);
 }
+/* The context whose modules ctx runs (docs/contexts.md): for a green
+ * context's CUcontext, its device's primary context; for any other, ctx.
+ * Known when the context was made (the hooks of shim/green.c and
+ * cuCtxCreate), else asked of the driver once, with s a stream of ctx
+ * (NULL: ctx is current).  Lock-free once known; never asked on the
+ * launch path's fast path, only where handles differ. */
+CUcontext cg_ctx_domain(CUcontext ctx, CUstream s);
+/* Who owns what is made now (a module, memory): the current context's
+ * domain; and what is made on stream s: its context's domain. */
+CUcontext cg_owner_ctx(void);
+CUcontext cg_stream_domain(CUstream s);
+/* A green context's CUcontext, on device dev (-1: ask), made or met:
+ * recorded, once, as an alias of dev's primary context. */
+void cg_ctx_alias(CUcontext ctx, int dev);
+/* dev's primary context while it is active (its reference count left as
+ * it was), else NULL. */
+CUcontext cg_ctx_primary(CUdevice dev);
 /* Whether s is capturing a graph (or cannot be asked): then the slow paths
  * (naming a new function, its layout, an unknown address) wait for a
  * launch outside the capture, so ctxguard adds no driver call that a
@@ -437,6 +469,11 @@ struct cg_tmap {
 	uint64_t dims[5];
 	uint32_t box[5];
 	uint64_t strides[4];       /* bytes, dimension 1 up (tiled encodes) */
+	/* How a TMA copy through it moves data (a redirect must match them):
+	 * tiled encodes only; the CUtensorMap* enum values as encoded. */
+	int tiled;
+	uint32_t elem_strides[5];
+	int interleave, swizzle, l2promo, oobfill;
 };
 /* The tensor map whose 128 descriptor bytes are desc, if ctxguard saw it
  * encoded (bounded: the oldest are forgotten). */
@@ -542,10 +579,15 @@ void cg_backstop_summary(char *line, size_t nline, char *json, size_t njson);
 
 /* ---- launch checks (shim/launch.c) ---- */
 
+/* Chooses the launch check's parts from the policy (once, at start-up). */
+void cg_launch_configure(const struct cg_policy *p);
 /* CUDA_SUCCESS to go on with the real call, else the code to return.
  * launch_ctx NULL: the stream's (or current) context. */
 CUresult cg_check_launch(const char *api, CUfunction f, CUcontext launch_ctx,
 			 CUstream stream, void **params, void **extra);
+/* How many entries of cuLaunchCooperativeKernelMultiDevice's list the
+ * driver would read: n, or 0 for a count it refuses unread. */
+unsigned cg_multi_entries(const CUDA_LAUNCH_PARAMS *list, unsigned n);
 /* cuLaunchCooperativeKernelMultiDevice's n launches, each checked. */
 CUresult cg_check_each(const char *api, const CUDA_LAUNCH_PARAMS *list, unsigned n);
 
@@ -594,7 +636,9 @@ const char *cg_error_message(CUresult code);
 	X(HOOKED_DLSYM, "hooked_by_dlsym", NULL, NULL, NULL)                 \
 	X(HOOKED_PROCADDR, "hooked_by_getprocaddress", NULL, NULL, NULL)    \
 	X(LOG_LOST, "log_records_lost", NULL, NULL, NULL)                    \
-	X(UNHOOKED, "unhooked", NULL, NULL, NULL)
+	X(LOG_FALLBACK, "log_name_fallbacks", NULL, NULL, NULL)              \
+	X(UNHOOKED, "unhooked", NULL, NULL, NULL)                            \
+	X(BACKSTOP_YIELDED, "backstop_yielded", NULL, NULL, NULL)
 
 enum cg_counter {
 #define X(name, ...) CG_C_##name,
@@ -681,10 +725,12 @@ void cg_syslog_send(int prio, const struct iovec *v, int n);
 /* The counters in Prometheus text format, written to a temporary file and
  * renamed over the policy's metrics path. */
 void cg_metrics_write(const unsigned long *totals);
-/* Opens a log file for appending, refusing a symlink at the name and
- * names others could plant (shim/logfile.c); a new file gets mode.  -1
- * with the reason in why. */
-int cg_log_open(const char *path, int mode, char *why, size_t n);
+/* Opens a log file for appending, refusing symlinks in the path and
+ * anything but a regular file (shim/logfile.c); a new file gets mode.  -1
+ * with the reason in why.  Where others may write, a name taken by
+ * something else gives a fresh name beside it: then that path is in fresh
+ * and why says what was at the name (counted: log_name_fallbacks). */
+int cg_log_open(const char *path, int mode, char *why, size_t n, char *fresh, size_t nfresh);
 
 #pragma GCC visibility pop
 

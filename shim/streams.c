@@ -7,9 +7,11 @@
 
 #include "redirect.h"
 
-static void add(CUstream s)
+/* Listed under ctx's module domain: a green context's streams are among
+ * its device's primary context's, which a redirect into that device
+ * orders itself with. */
+static void add(CUstream s, CUcontext ctx)
 {
-	CUcontext ctx = cg_current_ctx();
 	if (!s || !ctx)
 		return;
 	struct cg_ctx_state *c = cg_ctx_state_lock(ctx, 1);
@@ -75,15 +77,17 @@ CUresult cg_stream_owned(CUcontext ctx, CUstream *out)
 
 /* A new stream may later wait for work a redirect would queue behind it:
  * its context is warmed while nothing can be blocked yet. */
-static void created(CUstream s)
+static void created(CUstream *s)
 {
-	add(s);
-	if (cg_policy_redirects(cg_policy))
-		cg_warm(cg_current_ctx());
+	CUcontext ctx = s && *s ? cg_stream_domain(*s) : NULL;
+	add(s ? *s : NULL, ctx);
+	if (ctx && cg_policy_redirects(cg_policy))
+		cg_warm(ctx);
 }
 
-CG_AFTER(cuStreamCreate, created(phStream ? *phStream : NULL))
-CG_AFTER(cuStreamCreateWithPriority, created(phStream ? *phStream : NULL))
+CG_AFTER(cuStreamCreate, created(phStream))
+CG_AFTER(cuStreamCreateWithPriority, created(phStream))
+CG_AFTER(cuGreenCtxStreamCreate, created(phStream))
 /* The launch path's remembered stream contexts are voided before the
  * destroy and after it, as a context's end voids them (cg_ctx_forget): an
  * answer kept while the destroy ran is void too. */

@@ -80,7 +80,8 @@ int cg_syslog_priority(const char *event, size_t len, int action)
 }
 
 /* "<prio>Mmm dd hh:mm:ss ctxguard[pid]: " and the record, as syslog(3)
- * sends it; a syslog daemon that is away loses the line, never the launch. */
+ * sends it; a syslog daemon that is away or behind (its queue full) loses
+ * the line, never the launch, and the line is counted as a lost record. */
 void cg_syslog_send(int prio, const struct iovec *v, int n)
 {
 	if (fd < 0)
@@ -98,5 +99,6 @@ void cg_syslog_send(int prio, const struct iovec *v, int n)
 		all[m++] = v[i];
 	struct msghdr msg = {.msg_name = &addr, .msg_namelen = sizeof addr, .msg_iov = all,
 			     .msg_iovlen = (size_t)m};
-	sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+	if (sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+		cg_count(CG_C_LOG_LOST);
 }

@@ -204,18 +204,30 @@ void cg_tmap_describe(const struct cg_tmap *t, char *buf, size_t n)
 		snprintf(buf + o, n - o, "]");
 }
 
-/* Everything a redirect needs to rebuild the operand (shim/decode.c). */
-static void record(const CUtensorMap *map, CUtensorMapDataType type, cuuint32_t rank, void *addr,
-		   const cuuint64_t *dims, const cuuint64_t *strides, const cuuint32_t *box)
+/* Everything a redirect needs to rebuild the operand and to tell whether
+ * the kernel's copies through it are the ones it reproduces (decode.c). */
+struct encode {
+	CUtensorMapDataType type;
+	cuuint32_t rank;
+	void *addr;
+	const cuuint64_t *dims, *strides;
+	const cuuint32_t *box, *elem; /* NULL: an im2col encode */
+	int interleave, swizzle, l2promo, oobfill;
+};
+
+static void record(const CUtensorMap *map, const struct encode *e)
 {
 	if (!map)
 		return;
-	struct cg_tmap t = {.addr = (uintptr_t)addr, .dtype = (int)type, .rank = (int)rank};
-	for (cuuint32_t i = 0; i < rank && i < 5; i++) {
-		t.dims[i] = dims ? dims[i] : 0;
-		t.box[i] = box ? box[i] : 0;
+	struct cg_tmap t = {.addr = (uintptr_t)e->addr, .dtype = (int)e->type, .rank = (int)e->rank,
+			    .tiled = e->box != NULL, .interleave = e->interleave,
+			    .swizzle = e->swizzle, .l2promo = e->l2promo, .oobfill = e->oobfill};
+	for (cuuint32_t i = 0; i < e->rank && i < 5; i++) {
+		t.dims[i] = e->dims ? e->dims[i] : 0;
+		t.box[i] = e->box ? e->box[i] : 0;
+		t.elem_strides[i] = e->elem ? e->elem[i] : 0;
 		if (i)
-			t.strides[i - 1] = strides ? strides[i - 1] : 0;
+			t.strides[i - 1] = e->strides ? e->strides[i - 1] : 0;
 	}
 	if (t.rank > 5)
 		t.rank = 5;
@@ -223,14 +235,17 @@ static void record(const CUtensorMap *map, CUtensorMapDataType type, cuuint32_t 
 }
 
 CG_AFTER(cuTensorMapEncodeTiled,
-	 record(tensorMap, tensorDataType, tensorRank, globalAddress, globalDim, globalStrides,
-		boxDim))
+	 record(tensorMap, &(struct encode){tensorDataType, tensorRank, globalAddress, globalDim,
+					    globalStrides, boxDim, elementStrides, interleave,
+					    swizzle, l2Promotion, oobFill}))
 CG_AFTER(cuTensorMapEncodeIm2col,
-	 record(tensorMap, tensorDataType, tensorRank, globalAddress, globalDim, globalStrides,
-		NULL))
+	 record(tensorMap, &(struct encode){tensorDataType, tensorRank, globalAddress, globalDim,
+					    globalStrides, NULL, elementStrides, interleave,
+					    swizzle, l2Promotion, oobFill}))
 CG_AFTER(cuTensorMapEncodeIm2colWide,
-	 record(tensorMap, tensorDataType, tensorRank, globalAddress, globalDim, globalStrides,
-		NULL))
+	 record(tensorMap, &(struct encode){tensorDataType, tensorRank, globalAddress, globalDim,
+					    globalStrides, NULL, elementStrides, interleave,
+					    swizzle, l2Promotion, oobFill}))
 
 /* Same tensor, new address: the new descriptor inherits the shape. */
 CUresult cg_on_cuTensorMapReplaceAddress(const struct cg_variant *v, CUtensorMap *tensorMap,

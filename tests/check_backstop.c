@@ -3,6 +3,7 @@
  * and ctxguard gives CUPTI up to a profiler.  Each case runs
  * tests/progs/unhooked in a child process under the shim. */
 #include <check.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -236,6 +237,53 @@ START_TEST(audit_fails_without_cupti)
 }
 END_TEST
 
+/* A libcupti that takes the subscription and never calls back (a stub)
+ * fails the self-check: the backstop says it is off, and an audit fails. */
+START_TEST(stub_cupti_fails_the_self_check)
+{
+	setenv("CG_FAKE_CUPTI_STUB", "1", 1);
+	prog("warn", "on", "hooked", "same", "none", NULL);
+	ck_assert_msg(exited(&r, 0) && strstr(r.err, "did not call back at the self-check's launch") &&
+		      strstr(r.err, "backstop off: unhooked 0"), SHOW);
+	command("--audit", "same", NULL);
+	ck_assert_msg(exited(&r, 9), SHOW);
+	ck_assert_msg(strstr(r.err, "ran without the backstop: the audit is incomplete"), SHOW);
+	/* a working one passes it, silently */
+	unsetenv("CG_FAKE_CUPTI_STUB");
+	prog("warn", "on", "hooked", "same", "none", NULL);
+	ck_assert_msg(exited(&r, 0) && !strstr(r.err, "backstop off"), SHOW);
+}
+END_TEST
+
+/* A library preloaded ahead of ctxguard that defines cuLaunchKernel takes
+ * the program's launches past the hooks: said at start-up, and the
+ * backstop sees the launch.  The ctxguard command puts the library first
+ * (after a sanitizer runtime), so the hooks see it again. */
+START_TEST(preload_ahead_is_said_and_the_command_goes_first)
+{
+	char bypass[4200], preload[12800], prog_path[4096];
+	snprintf(bypass, sizeof bypass, "%s/tests/libs/libbypass.so", build_dir());
+	const char *san = preload_without_shim() + strlen("LD_PRELOAD=");
+	snprintf(preload, sizeof preload, "LD_PRELOAD=%s%s%s:%s", san, *san ? ":" : "", bypass,
+		 shim_library());
+	const char *env[] = {preload, "CTXGUARD_BACKSTOP=on", fake_cupti(), NULL};
+	const char *argv[] = {"tests/progs/scenario", "direct", "data", "launch", "cross", NULL};
+	spawn(&r, env, argv);
+	ck_assert_msg(killed_by(&r, SIGABRT) &&
+		      strstr(r.err, "libbypass.so, ahead of ctxguard in the preload order, defines "
+				    "cuLaunchKernel") &&
+		      strstr(r.err, "seen by the CUPTI backstop"), SHOW);
+
+	snprintf(preload, sizeof preload, "LD_PRELOAD=%s%s%s", san, *san ? ":" : "", bypass);
+	snprintf(prog_path, sizeof prog_path, "%s/tests/progs/scenario", build_dir());
+	const char *cmd_env[] = {preload, NULL};
+	const char *cmd[] = {"ctxguard", "--", prog_path, "direct", "data", "launch", "cross", NULL};
+	spawn(&r, cmd_env, cmd);
+	ck_assert_msg(exited(&r, 128 + SIGABRT) && strstr(r.err, cg_deepgemm_message) &&
+		      !strstr(r.err, "ahead of ctxguard"), SHOW);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("backstop");
@@ -251,6 +299,8 @@ static Suite *suite(void)
 	tcase_add_test(t, unhooked_deprecated_launch_checks_its_parameters);
 	tcase_add_test(t, audit_fails_on_unhooked);
 	tcase_add_test(t, audit_fails_without_cupti);
+	tcase_add_test(t, stub_cupti_fails_the_self_check);
+	tcase_add_test(t, preload_ahead_is_said_and_the_command_goes_first);
 	suite_add_tcase(s, t);
 	return s;
 }

@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -270,6 +272,44 @@ START_TEST(syslog_gets_one_line_per_crossing)
 }
 END_TEST
 
+/* 40 logged crossings: a kernel's first few are logged, the rest counted,
+ * so each module loaded again brings a new kernel. */
+enum { BURST = 40 };
+static void crossing_burst(void)
+{
+	setup("warn");
+	for (int i = 0; i < BURST; i++) {
+		if (i && i % 4 == 0)
+			load();
+		cross();
+	}
+}
+
+/* A burst the syslog socket's queue cannot hold: what it drops is counted
+ * as lost records, so that each crossing is either delivered or counted. */
+START_TEST(syslog_drops_counted)
+{
+	unset_job();
+	int s = syslog_socket();
+	char metrics[160];
+	snprintf(metrics, sizeof metrics, "/tmp/ctxguard-fleet-%d.prom", (int)getpid());
+	setenv("CTXGUARD_METRICS", metrics, 1);
+	pid_t child = spawn_fn(&r, crossing_burst);
+	char buf[16384];
+	int got = 0;
+	while (recv(s, buf, sizeof buf, MSG_DONTWAIT) > 0)
+		got++;
+	syslog_close(s);
+	char *text = slurp(metrics);
+	unlink(metrics);
+	char want[160];
+	snprintf(want, sizeof want, "ctxguard_log_records_lost_total{pid=\"%d\"} %d\n", (int)child,
+		 BURST - got);
+	ck_assert_msg(got < BURST && text && strstr(text, want), "%d delivered; want %s in\n%s",
+		      got, want, text ? text : "no metrics");
+}
+END_TEST
+
 /* The children of syslog_gets_the_audit_records, each making one record
  * that says the process ran partly unchecked. */
 static void constructor_during_start_up(void)
@@ -372,6 +412,63 @@ START_TEST(metrics_file_at_exit)
 	ck_assert_ptr_null(strstr(strstr(text, "TYPE ctxguard_crossings") + 1, "TYPE ctxguard_crossings"));
 	snprintf(want, sizeof want, "%s.tmp.%d", path, (int)child);
 	ck_assert_int_ne(access(want, F_OK), 0);
+}
+END_TEST
+
+/* A metrics path naming a FIFO, or (as root) a character device, is left
+ * as it is: the temporary file is never renamed over it. */
+START_TEST(metrics_only_over_regular_files)
+{
+	unset_job();
+	char path[160];
+	snprintf(path, sizeof path, "/tmp/ctxguard-fleet-%d.node", (int)getpid());
+	int root = geteuid() == 0;
+	for (int dev = 0; dev <= root; dev++) {
+		unlink(path);
+		ck_assert_int_eq(dev ? mknod(path, S_IFCHR | 0666, makedev(1, 3)) : mkfifo(path, 0600),
+				 0);
+		setenv("CTXGUARD_METRICS", path, 1);
+		spawn_fn(&r, two_launches);
+		struct stat st;
+		ck_assert_int_eq(lstat(path, &st), 0);
+		ck_assert_msg(dev ? S_ISCHR(st.st_mode) : S_ISFIFO(st.st_mode), "replaced: %s",
+			      r.err);
+		ck_assert_msg(strstr(r.err, "is not a regular file (left as it is"), "%s", r.err);
+	}
+	unlink(path);
+}
+END_TEST
+
+static void aborting_crossing(void)
+{
+	setup("abort");
+	cross();
+}
+
+/* abort() runs no destructor: the summary record and the metrics are
+ * written before it, so the crossing that stopped the program is counted. */
+START_TEST(abort_writes_summary_and_metrics)
+{
+	unset_job();
+	log_to(".%p.jsonl");
+	char metrics[160];
+	snprintf(metrics, sizeof metrics, "/tmp/ctxguard-fleet-%d.prom", (int)getpid());
+	setenv("CTXGUARD_METRICS", metrics, 1);
+	pid_t child = spawn_fn(&r, aborting_crossing);
+	ck_assert_msg(killed_by(&r, SIGABRT), "status %#x\n%s", r.status, r.err);
+	char *text = slurp(metrics);
+	unlink(metrics);
+	char want[160];
+	snprintf(want, sizeof want, "ctxguard_crossings_total{pid=\"%d\",action=\"abort\"} 1\n",
+		 (int)child);
+	ck_assert_msg(text && strstr(text, want), "want %s in\n%s", want, text ? text : "no metrics");
+	char path[300];
+	snprintf(path, sizeof path, "/tmp/ctxguard-fleet-%d.%d.jsonl", (int)getpid(), (int)child);
+	char *log = slurp(path);
+	unlink(path);
+	char *summary = log ? record(log, "summary") : NULL;
+	ck_assert_msg(summary && strstr(summary, "\"abort\":1"), "%s", log ? log : "no log");
+	free(summary);
 }
 END_TEST
 
@@ -525,6 +622,9 @@ int main(void)
 	tcase_add_loop_test(t, syslog_gets_the_audit_records, 0,
 			    4 * (int)(sizeof audit_records / sizeof audit_records[0]));
 	tcase_add_test(t, metrics_file_at_exit);
+	tcase_add_test(t, metrics_only_over_regular_files);
+	tcase_add_test(t, syslog_drops_counted);
+	tcase_add_test(t, abort_writes_summary_and_metrics);
 	tcase_add_test(t, fork_child_reads_its_identity);
 	tcase_add_test(t, fork_child_asks_names_its_parent_was_asking);
 	tcase_add_test(t, silent_unless_something_happened);

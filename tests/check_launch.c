@@ -156,6 +156,17 @@ START_TEST(without_shim_driver_refuses)
 }
 END_TEST
 
+/* A count past the list: the driver refuses it unread, and so must the
+ * check (it read a million entries off the stack and crashed). */
+START_TEST(multidev_count_past_the_list_is_left_to_the_driver)
+{
+	scenario("abort", "dlsym", "data", "multidev_overcount", _i ? "cross" : "same", "expert",
+		 "CTXGUARD_SCOPE=all");
+	ck_assert_msg(exited(&r, 3), "status %#x\n%s%s", r.status, r.out, r.err);
+	ck_assert_msg(strstr(r.out, "launch: 1 CUDA_ERROR_INVALID_VALUE"), "%s", r.out);
+}
+END_TEST
+
 START_TEST(abort_prints_message_first)
 {
 	scenario("abort", "dlsym", "library_file", "launchex", "cross", "expert", NULL);
@@ -199,13 +210,21 @@ START_TEST(warn_reports_and_launches)
 }
 END_TEST
 
-/* A record the log cannot take (a full disk) is counted and said, not
- * silently dropped. */
+/* A record the log cannot take (a full disk: here a file size limit of
+ * 512 bytes) is counted and said, not silently dropped. */
 START_TEST(lost_log_records_are_reported)
 {
-	scenario("warn", "dlsym", "data", "launch", "cross", "expert", "CTXGUARD_LOG=/dev/full");
+	char cmd[4400];
+	fresh_log("lost");
+	snprintf(cmd, sizeof cmd, "trap '' XFSZ; ulimit -f 1; exec '%s/tests/progs/scenario' dlsym"
+		 " data launch cross", build_dir());
+	const char *env[] = {"CTXGUARD_MODE=warn", log_env, NULL};
+	const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+	spawn(&r, env, argv);
 	ck_assert_msg(exited(&r, 3), "%s%s", r.out, r.err);
-	ck_assert_msg(strstr(r.err, "log records could not be written to /dev/full"), "%s", r.err);
+	ck_assert_msg(strstr(r.err, "could not be written to /tmp/ctxguard-lost-"),
+		      "%s", r.err);
+	unlink(log_path);
 }
 END_TEST
 
@@ -543,6 +562,49 @@ START_TEST(inert_without_libcuda)
 }
 END_TEST
 
+/* A driver path that names nothing loaded, while the program's own
+ * libcuda.so.1 is: one line says so, and the shim checks that driver
+ * (every call failed with CUDA_ERROR_NOT_INITIALIZED, nothing said). */
+START_TEST(libcuda_path_not_loaded_is_said)
+{
+	const char *env[] = {"CTXGUARD_LIBCUDA=/nonexistent/libcuda.so.1", "CTXGUARD_MODE=error",
+			     NULL};
+	const char *argv[] = {"tests/progs/scenario", "direct", "data", "launch", "cross", NULL};
+	spawn(&r, env, argv);
+	ck_assert_msg(exited(&r, 3), "status %#x\n%s%s", r.status, r.out, r.err);
+	ck_assert_msg(strstr(r.out, "launch: 400 CUDA_ERROR_INVALID_HANDLE"), "%s", r.out);
+	ck_assert_msg(count_of(r.err, "CTXGUARD_LIBCUDA=/nonexistent/libcuda.so.1") == 1 &&
+		      strstr(r.err, "libcuda.so.1 the program loaded"), "%s", r.err);
+}
+END_TEST
+
+/* Control bytes in the policy path, the log path and a kernel name (ESC,
+ * BEL, newline, C1 CSI raw and as UTF-8, bytes that are no UTF-8) reach
+ * stderr escaped, as in the log: every line is ctxguard's own and plain. */
+START_TEST(terminal_control_bytes_are_escaped)
+{
+	const char *env[] = {"CTXGUARD_POLICY=/nonexistent/\x1b]0;title\x07\nctxguard: forged\x9b\xff.conf",
+			     "CTXGUARD_LOG=/nonexistent/\x1b[2J\x9b\xfflog.jsonl",
+			     "CTXGUARD_MODE=warn", "CTXGUARD_SCOPE=all", NULL};
+	const char *argv[] = {"tests/progs/scenario", "dlsym", "data", "launch", "cross",
+			      "evil\x1b[31m\xc2\x9b\x9b\xffname", NULL};
+	spawn(&r, env, argv);
+	/* warn: the launch goes on, and the driver refuses it */
+	ck_assert_msg(exited(&r, 3), "status %#x\n%s%s", r.status, r.out, r.err);
+	ck_assert_msg(strstr(r.err, "evil\\u001b[31m\\u009b\\ufffd\\ufffdname") &&
+		      strstr(r.err, "\\u001b]0;title\\u0007\\nctxguard: forged\\ufffd\\ufffd.conf") &&
+		      strstr(r.err, "\\u001b[2J\\ufffd\\ufffdlog.jsonl"), "%s", r.err);
+	for (const char *line = r.err; *line; line = strchr(line, '\n') + 1) {
+		ck_assert_msg(strncmp(line, "ctxguard: ", 10) == 0, "a line not ours:\n%s", line);
+		if (!strchr(line, '\n'))
+			break;
+	}
+	for (const unsigned char *c = (const unsigned char *)r.err; *c; c++)
+		ck_assert_msg(*c == '\n' || (*c >= 0x20 && *c < 0x7f), "byte %#x raw on stderr:\n%s",
+			      *c, r.err);
+}
+END_TEST
+
 /* With a driver installed but never loaded by the program, the shim
  * leaves it unloaded. */
 START_TEST(never_loads_the_driver_itself)
@@ -573,6 +635,7 @@ static Suite *suite(void)
 	tcase_add_loop_test(t, reused_handle_has_no_stale_owner, 0, 2);
 	tcase_add_loop_test(t, reused_stream_handle_has_no_stale_context, 0, 2);
 	tcase_add_test(t, without_shim_driver_refuses);
+	tcase_add_loop_test(t, multidev_count_past_the_list_is_left_to_the_driver, 0, 2);
 	suite_add_tcase(s, t);
 	t = tcase_create("actions");
 	tcase_set_timeout(t, 60);
@@ -596,6 +659,8 @@ static Suite *suite(void)
 	tcase_add_test(t, command_runs_and_exits_like_the_program);
 	tcase_add_test(t, command_paths_and_exit_code);
 	tcase_add_test(t, inert_without_libcuda);
+	tcase_add_test(t, libcuda_path_not_loaded_is_said);
+	tcase_add_test(t, terminal_control_bytes_are_escaped);
 	tcase_add_test(t, never_loads_the_driver_itself);
 	suite_add_tcase(s, t);
 	return s;

@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "policy_dump.h"
@@ -23,6 +25,7 @@ static char sys_locked[128], sys_open[128], user_file[128];
 	"operands = on\n" \
 	"log = /var/log/ctxguard/%p.jsonl\n" \
 	"log_mode = 0640\n" \
+	"metrics = /var/lib/prometheus/ctxguard-%p.prom\n" \
 	"[rule sys]\n" \
 	"kernel = sys_*\n"
 
@@ -59,6 +62,11 @@ static const struct loosen {
 	 "log /var/log/ctxguard/%p.jsonl\n"},
 	{"log", "CTXGUARD_LOG=none", "log = none\n", "--log", "none", "none", "log none\n",
 	 "log /var/log/ctxguard/%p.jsonl\n"},
+	{"metrics", "CTXGUARD_METRICS=/home/u/m.prom", "metrics = /home/u/m.prom\n",
+	 "--metrics", "/home/u/m.prom", "/home/u/m.prom", "metrics /home/u/m.prom\n",
+	 "metrics /var/lib/prometheus/ctxguard-%p.prom\n"},
+	{"metrics", "CTXGUARD_METRICS=none", "metrics = none\n", "--metrics", "none", "none",
+	 "metrics none\n", "metrics /var/lib/prometheus/ctxguard-%p.prom\n"},
 	{"action", NULL, "[rule mine]\nkernel = *\naction = warn\n", NULL, NULL, "warn",
 	 "rule mine warn\n", "rule mine unset\n"},
 	{"action", NULL, "[rule mine]\nkernel = *\naction = off\n", NULL, NULL, "off",
@@ -253,6 +261,111 @@ START_TEST(many_refusals_counted)
 }
 END_TEST
 
+/* ---- a system policy that cannot be read ----------------------------- */
+
+/* What a shadow file looks like: no line of it may be quoted anywhere. */
+#define SECRET "root:$6$s3cr3tSalt$hashhashhash:19000:0:99999:7:::\n" \
+	"daemon:*:19000:0:99999:7:::\nmode = off\n"
+
+/* The policy loaded with the variables that would loosen every setting:
+ * each must be refused by the strictest lock. */
+static void assert_strictest(const char *system)
+{
+	char *env[] = {"CTXGUARD_MODE=off", "CTXGUARD_SCOPE=experts", "CTXGUARD_OPERANDS=off",
+		       "CTXGUARD_POLICY=none", NULL};
+	struct cg_policy p;
+	cg_policy_load_from(&p, env, system);
+	char text[16384];
+	FILE *f = fmemopen(text, sizeof text, "w");
+	dump_policy(f, &p);
+	fclose(f);
+	cg_policy_free(&p);
+	ck_assert_msg(strstr(text, "mode abort\nscope all\noperands on\n") &&
+		      strstr(text, "lock on\n") &&
+		      strstr(text, "cannot be read as a policy: locked at the strictest") &&
+		      count_of(text, "\nrefused ") == 4 && !strstr(text, "s3cr3t") &&
+		      !strstr(text, "daemon"), "%s", text);
+}
+
+START_TEST(system_unreadable_strictest)
+{
+	write_to(sys_locked, "mode = warn\n", 0);
+	char *oom_env[] = {"CTXGUARD_MODE=off", NULL};
+	/* out of memory (prlimit --as): in a child, the address space capped
+	 * just above what it uses, so that reading the file fails (first,
+	 * before a freed buffer leaves room for it in the heap).  A
+	 * sanitizer's shadow memory does not run under such a cap. */
+	if (!preload_without_shim()[strlen("LD_PRELOAD=")]) {
+		pid_t child = fork();
+		if (child == 0) {
+			unsigned long pages = 0;
+			FILE *statm = fopen("/proc/self/statm", "r");
+			if (!statm || fscanf(statm, "%lu", &pages) != 1)
+				_exit(2);
+			fclose(statm);
+			struct rlimit as;
+			as.rlim_cur = as.rlim_max = pages * 4096 + (256 << 10);
+			if (setrlimit(RLIMIT_AS, &as) != 0)
+				_exit(2);
+			struct cg_policy q;
+			cg_policy_load_from(&q, oom_env, sys_locked);
+			_exit(q.lock && q.mode == CG_ACT_ABORT && q.scope == CG_SCOPE_ALL ? 0 : 1);
+		}
+		int status;
+		ck_assert_int_eq(waitpid(child, &status, 0), child);
+		ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %#x", status);
+	}
+	/* a directory, a file of another kind, a binary */
+	assert_strictest(tmpdir);
+	write_to(sys_locked, SECRET, 0);
+	assert_strictest(sys_locked);
+	write_to(sys_locked, "\x7f" "ELF\x02\x01\x01\n\x01\x02", 0);
+	assert_strictest(sys_locked);
+	/* out of file descriptors */
+	write_to(sys_locked, "mode = warn\n", 0);
+	int fds[65536], n = 0;
+	while (n < (int)(sizeof fds / sizeof fds[0]) && (fds[n] = dup(0)) >= 0)
+		n++;
+	ck_assert_int_lt(n, (int)(sizeof fds / sizeof fds[0]));
+	char *env[] = {"CTXGUARD_MODE=off", NULL};
+	struct cg_policy p;
+	cg_policy_load_from(&p, env, sys_locked);
+	while (n--)
+		close(fds[n]);
+	ck_assert_msg(p.lock && p.mode == CG_ACT_ABORT && p.scope == CG_SCOPE_ALL &&
+		      p.nrefused == 1 && strstr(p.errors[0], "Too many open files"),
+		      "lock %d mode %d errors %zu: %s", p.lock, p.mode, p.nerrors,
+		      p.nerrors ? p.errors[0] : "");
+	cg_policy_free(&p);
+	/* a missing system policy is no problem: the built-in one, unlocked */
+	cg_policy_load_from(&p, env, in_tmpdir("missing.conf"));
+	ck_assert_msg(!p.lock && p.mode == CG_ACT_OFF && !p.nerrors, "%d", p.lock);
+	cg_policy_free(&p);
+}
+END_TEST
+
+/* A user's file that is no policy: the line number and the error, never a
+ * line of it. */
+START_TEST(secret_file_not_quoted)
+{
+	char user_env[160];
+	write_to(user_file, SECRET, 0);
+	snprintf(user_env, sizeof user_env, "CTXGUARD_POLICY=%s", user_file);
+	char *env[] = {user_env, NULL};
+	for (int locked = 0; locked < 2; locked++) {
+		struct cg_policy p;
+		cg_policy_load_from(&p, env, locked ? sys_locked : sys_open);
+		ck_assert_uint_eq(p.nerrors, 1);
+		ck_assert_msg(strstr(p.errors[0], ":1: not a policy file") &&
+			      !strstr(p.errors[0], "s3cr3t") && !strstr(p.errors[0], "root"),
+			      "%s", p.errors[0]);
+		/* nothing of it applied: its "mode = off" least of all */
+		ck_assert_int_eq(p.mode, locked ? CG_ACT_ERROR : CG_ACT_ABORT);
+		cg_policy_free(&p);
+	}
+}
+END_TEST
+
 /* ---- the shim under a locked policy ---------------------------------- */
 
 /* The suite's copy of the library reads its system policy from
@@ -291,6 +404,18 @@ static void clear_system(void)
 	unlink(path);
 }
 
+/* A crossing under the system policy `system` and env: stopped. */
+static void crossing_aborts(struct run *r, const char *system, const char *const *env)
+{
+	const char *argv[] = {"tests/progs/scenario", "dlsym", "data", "launch", "cross", NULL};
+
+	write_system(system);
+	spawn(r, env, argv);
+	clear_system();
+	ck_assert_msg(killed_by(r, SIGABRT) && strstr(r->err, cg_deepgemm_message),
+		      "status %#x\n%s%s", r->status, r->out, r->err);
+}
+
 /* Every variable that could switch a crossing's stop off. */
 START_TEST(shim_locked)
 {
@@ -302,13 +427,7 @@ START_TEST(shim_locked)
 	const char *env[] = {locked_preload(), "CTXGUARD_MODE=off", "CTXGUARD_OPERANDS=off",
 			     "CTXGUARD_POLICY=none", "CTXGUARD_LIBCUDA=/nonexistent/libcuda.so.1",
 			     "CTXGUARD_CUPTI=/nonexistent/libcupti.so", log_env, NULL};
-	const char *argv[] = {"tests/progs/scenario", "dlsym", "data", "launch", "cross", NULL};
-
-	write_system(system_conf);
-	spawn(&r, env, argv);
-	clear_system();
-	ck_assert_msg(killed_by(&r, SIGABRT) && strstr(r.err, cg_deepgemm_message),
-		      "status %#x\n%s%s", r.status, r.out, r.err);
+	crossing_aborts(&r, system_conf, env);
 	static const char *const refused[] = {
 		"CTXGUARD_POLICY=none refused", "mode = off (CTXGUARD_MODE) refused",
 		"operands = off (CTXGUARD_OPERANDS) refused", "(CTXGUARD_LOG) refused",
@@ -324,6 +443,151 @@ START_TEST(shim_locked)
 	ck_assert_msg(log && count_of(log, "\"event\":\"lock_refused\"") == NELEMS(refused) &&
 		      strstr(log, "\"event\":\"crossing\""), "%s", log ? log : "no log");
 	ck_assert_msg(access(in_tmpdir("user.jsonl"), F_OK) != 0, "CTXGUARD_LOG was opened");
+}
+END_TEST
+
+/* The shim with a system policy it cannot read: locked at the strictest,
+ * said on stderr and in the (user's) log, every loosening refused; and no
+ * line of a user's secret file quoted on stderr or in the log. */
+START_TEST(shim_unreadable_system)
+{
+	static struct run r;
+	char log_env[300], user_env[300];
+	snprintf(log_env, sizeof log_env, "CTXGUARD_LOG=%s", in_tmpdir("user.jsonl"));
+	write_to(user_file, SECRET, 0);
+	snprintf(user_env, sizeof user_env, "CTXGUARD_POLICY=%s", user_file);
+	const char *env[] = {locked_preload(), "CTXGUARD_MODE=off", "CTXGUARD_METRICS=none",
+			     user_env, log_env, NULL};
+	crossing_aborts(&r, SECRET, env);
+	ck_assert_msg(strstr(r.err, "locked at the strictest built-in policy") &&
+		      strstr(r.err, "mode = off (CTXGUARD_MODE) refused") &&
+		      strstr(r.err, ":1: not a policy file") && !strstr(r.err, "s3cr3t"),
+		      "%s", r.err);
+	const char *log = slurp(in_tmpdir("user.jsonl"));
+	ck_assert_msg(log && strstr(log, "locked at the strictest") &&
+		      strstr(log, "\"event\":\"lock_refused\"") && !strstr(log, "s3cr3t"),
+		      "%s", log ? log : "no log");
+}
+END_TEST
+
+/* The system's metrics file stays, whatever the variable asks. */
+START_TEST(shim_locked_metrics)
+{
+	static struct run r;
+	char system_conf[512], metrics_env[300];
+	snprintf(system_conf, sizeof system_conf, "lock = on\nmode = warn\nmetrics = %s\n",
+		 in_tmpdir("system.prom"));
+	snprintf(metrics_env, sizeof metrics_env, "CTXGUARD_METRICS=%s", in_tmpdir("user.prom"));
+	const char *argv[] = {"tests/progs/scenario", "dlsym", "data", "launch", "cross", NULL};
+	const char *none[] = {locked_preload(), "CTXGUARD_METRICS=none", NULL};
+	const char *other[] = {locked_preload(), metrics_env, NULL};
+	const char *const *envs[] = {none, other};
+
+	write_system(system_conf);
+	for (int i = 0; i < 2; i++) {
+		unlink(in_tmpdir("system.prom"));
+		spawn(&r, envs[i], argv);
+		ck_assert_msg(count_of(r.err, "(CTXGUARD_METRICS) refused") == 1 &&
+			      access(in_tmpdir("system.prom"), F_OK) == 0 &&
+			      access(in_tmpdir("user.prom"), F_OK) != 0,
+			      "status %#x\n%s", r.status, r.err);
+	}
+	clear_system();
+}
+END_TEST
+
+/* A second copy of the driver, by another path or in a namespace of its
+ * own: locked, the lookup or the load is refused; unlocked, said and let
+ * through. */
+START_TEST(shim_second_driver)
+{
+	static struct run r;
+	char cmd[8400], copy[300];
+	snprintf(copy, sizeof copy, "%s", in_tmpdir("libcuda.so.1"));
+	snprintf(cmd, sizeof cmd, "cp '%s/fake/libcuda.so.1' '%s'", build_dir(), copy);
+	ck_assert_int_eq(system(cmd), 0);
+	const char *env[] = {locked_preload(), NULL};
+	const char *by_copy[] = {"tests/progs/drivers", "copy", copy, NULL};
+	const char *by_ns[] = {"tests/progs/drivers", "dlmopen", "libcuda.so.1", NULL};
+	for (int locked = 0; locked < 2; locked++) {
+		write_system(locked ? "lock = on\n" : "mode = abort\n");
+		spawn(&r, env, by_copy);
+		ck_assert_msg(exited(&r, 0) && strstr(r.out, locked ? "lookup: refused" : "lookup: found") &&
+			      strstr(r.err, locked ? "cuLaunchKernel refused: " : "dlsym cuLaunchKernel: ") &&
+			      strstr(r.err, "is a second CUDA driver"),
+			      "locked %d: status %#x\n%s%s", locked, r.status, r.out, r.err);
+		/* A sanitized driver in a namespace of its own brings a second
+		 * sanitizer runtime, which refuses to start. */
+		if (preload_without_shim()[strlen("LD_PRELOAD=")])
+			continue;
+		spawn(&r, env, by_ns);
+		ck_assert_msg(exited(&r, 0) && strstr(r.out, locked ? "dlmopen: refused" : "dlmopen: loaded") &&
+			      strstr(r.err, "is a second CUDA driver"),
+			      "locked %d: status %#x\n%s%s", locked, r.status, r.out, r.err);
+	}
+	clear_system();
+}
+END_TEST
+
+/* A locked backstop loads CUPTI only from the policy's `cupti` or the
+ * toolkit: a library on LD_LIBRARY_PATH or in LD_PRELOAD is not taken. */
+START_TEST(shim_locked_cupti_path)
+{
+	static struct run r;
+	char cupti[4200], path_env[8400], preload_env[16384], system_conf[4400];
+	snprintf(cupti, sizeof cupti, "%s/fake/cupti/libcupti.so", build_dir());
+	snprintf(path_env, sizeof path_env, "LD_LIBRARY_PATH=%s/fake/cupti:%s/fake", build_dir(),
+		 build_dir());
+	const char *pre = locked_preload();
+	/* After a sanitizer runtime, which must come first. */
+	const char *san = preload_without_shim() + strlen("LD_PRELOAD=");
+	snprintf(preload_env, sizeof preload_env, "LD_PRELOAD=%s%s%s:%s", san, *san ? ":" : "", cupti,
+		 locked_library());
+	const char *argv[] = {"tests/progs/unhooked", "launch", "same", "none", NULL};
+	const char *by_path[] = {pre, path_env, NULL};
+	const char *by_preload[] = {preload_env, NULL};
+	const char *const *envs[] = {by_path, by_preload};
+
+	write_system("lock = on\nbackstop = on\n");
+	for (int i = 0; i < 2; i++) {
+		spawn(&r, envs[i], argv);
+		ck_assert_msg(strstr(r.err, "ctxguard: backstop off: ") && !strstr(r.err, "unhooked 1"),
+			      "%s: status %#x\n%s", i ? "LD_PRELOAD" : "LD_LIBRARY_PATH", r.status, r.err);
+	}
+	/* the file the system policy names is loaded, and watches */
+	snprintf(system_conf, sizeof system_conf, "lock = on\nbackstop = on\ncupti = %s\n", cupti);
+	write_system(system_conf);
+	spawn(&r, envs[0], argv);
+	clear_system();
+	ck_assert_msg(strstr(r.err, "backstop: unhooked 1") && !strstr(r.err, "backstop off"),
+		      "status %#x\n%s", r.status, r.err);
+}
+END_TEST
+
+/* The program's own cuptiSubscribe makes a locked backstop step aside:
+ * said, logged, counted, and the audit fails. */
+START_TEST(shim_locked_backstop_yields)
+{
+	static struct run r;
+	char cupti[4200], cupti_env[4300], system_conf[4400], lib_env[4200], prog[4096];
+	snprintf(cupti, sizeof cupti, "%s/fake/cupti/libcupti.so", build_dir());
+	snprintf(cupti_env, sizeof cupti_env, "CTXGUARD_CUPTI=%s", cupti);
+	snprintf(system_conf, sizeof system_conf, "lock = on\nbackstop = on\ncupti = %s\nlog = %s\n",
+		 cupti, in_tmpdir("system.jsonl"));
+	snprintf(lib_env, sizeof lib_env, "CTXGUARD_LIBRARY=%s", locked_library());
+	snprintf(prog, sizeof prog, "%s/tests/progs/unhooked", build_dir());
+	const char *env[] = {preload_without_shim(), lib_env, cupti_env, NULL};
+	const char *argv[] = {"ctxguard", "--audit", "--error-exitcode", "9", "--", prog, "launch",
+			      "same", "after", NULL};
+
+	write_system(system_conf);
+	spawn(&r, env, argv);
+	clear_system();
+	ck_assert_msg(exited(&r, 9) && strstr(r.err, "a profiler took CUPTI's callbacks") &&
+		      strstr(r.err, "ran without the backstop"), "status %#x\n%s", r.status, r.err);
+	const char *log = slurp(in_tmpdir("system.jsonl"));
+	ck_assert_msg(log && strstr(log, "\"backstop_yielded\":1") &&
+		      strstr(log, "\"state\":\"off\""), "%s", log ? log : "no log");
 }
 END_TEST
 
@@ -384,12 +648,19 @@ static Suite *suite(void)
 	tcase_add_test(tc, unlocked_as_before);
 	tcase_add_test(tc, action_order);
 	tcase_add_test(tc, many_refusals_counted);
+	tcase_add_test(tc, system_unreadable_strictest);
+	tcase_add_test(tc, secret_file_not_quoted);
 	tcase_set_timeout(tc, 60);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("shim");
 	tcase_add_checked_fixture(tc, setup, tmpdir_remove);
 	tcase_add_test(tc, shim_locked);
 	tcase_add_test(tc, shim_unlocked);
+	tcase_add_test(tc, shim_unreadable_system);
+	tcase_add_test(tc, shim_locked_metrics);
+	tcase_add_test(tc, shim_second_driver);
+	tcase_add_test(tc, shim_locked_cupti_path);
+	tcase_add_test(tc, shim_locked_backstop_yields);
 	tcase_add_test(tc, shim_locked_command);
 	tcase_set_timeout(tc, 60);
 	suite_add_tcase(s, tc);

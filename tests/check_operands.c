@@ -1010,28 +1010,38 @@ START_TEST(long_kernel_name_logged_whole)
 END_TEST
 
 /* With a C++ signature, only parameters typed as pointers are pointers:
- * an 8-byte struct of flags that happens to look like an address is not. */
+ * an 8-byte struct of flags that happens to look like an address is not,
+ * and neither is an integer that holds one (_Z1kmPi: k(unsigned long,
+ * int*)), the blind spot README's kind (b) states. */
 START_TEST(types_from_the_demangled_name)
 {
 	setenv("CTXGUARD_SCOPE", "all", 1);
 	setup();
-	static const char typed[] = "//ctxguard-fake-image\n.kernel _Z6kernel5FlagsPf 8,8\n";
-	CUmodule mod;
-	CUfunction k;
-	ck_assert_int_eq(cuCtxSetCurrent(ctx[0]), CUDA_SUCCESS);
-	ck_assert_int_eq(cuModuleLoadData(&mod, typed), CUDA_SUCCESS);
-	ck_assert_int_eq(cuModuleGetFunction(&k, mod, "_Z6kernel5FlagsPf"), CUDA_SUCCESS);
-	CUdeviceptr own = dev_alloc(0), other = dev_alloc(1);
-	ck_assert_int_eq(cuCtxSetCurrent(ctx[0]), CUDA_SUCCESS);
-	void *flags_looks_like_other[] = {&other, &own};
-	ck_assert_int_eq(cuLaunchKernel(k, 1, 1, 1, 1, 1, 1, 0, NULL, flags_looks_like_other, NULL),
-			 CUDA_SUCCESS);
-	void *float_ptr_is_other[] = {&own, &other};
-	CUresult rc = cuLaunchKernel(k, 1, 1, 1, 1, 1, 1, 0, NULL, float_ptr_is_other, NULL);
-	ck_assert_int_eq(rc, CUDA_ERROR_INVALID_HANDLE);
-	const char *s = NULL;
-	cuGetErrorString(rc, &s);
-	ck_assert_msg(s && strstr(s, "parameter 1 on device 1"), "%s", s ? s : "(null)");
+	static const char *const names[] = {"_Z6kernel5FlagsPf", "_Z1kmPi"};
+	for (int i = 0; i < 2; i++) {
+		char typed[128];
+		snprintf(typed, sizeof typed, "//ctxguard-fake-image\n.kernel %s 8,8\n", names[i]);
+		CUmodule mod;
+		CUfunction k;
+		ck_assert_int_eq(cuCtxSetCurrent(ctx[0]), CUDA_SUCCESS);
+		ck_assert_int_eq(cuModuleLoadData(&mod, typed), CUDA_SUCCESS);
+		ck_assert_int_eq(cuModuleGetFunction(&k, mod, names[i]), CUDA_SUCCESS);
+		CUdeviceptr own = dev_alloc(0), other = dev_alloc(1);
+		ck_assert_int_eq(cuCtxSetCurrent(ctx[0]), CUDA_SUCCESS);
+		/* Let through (the fake's kernel then faults: the context's
+		 * error is sticky, so the second kernel meets it). */
+		void *not_a_pointer_holds_other[] = {&other, &own};
+		ck_assert_int_ne(cuLaunchKernel(k, 1, 1, 1, 1, 1, 1, 0, NULL,
+						not_a_pointer_holds_other, NULL),
+				 CUDA_ERROR_INVALID_HANDLE);
+		void *pointer_is_other[] = {&own, &other};
+		CUresult rc = cuLaunchKernel(k, 1, 1, 1, 1, 1, 1, 0, NULL, pointer_is_other, NULL);
+		ck_assert_int_eq(rc, CUDA_ERROR_INVALID_HANDLE);
+		const char *s = NULL;
+		cuGetErrorString(rc, &s);
+		ck_assert_msg(s && strstr(s, "parameter 1 on device 1"), "%s: %s", names[i],
+			      s ? s : "(null)");
+	}
 }
 END_TEST
 

@@ -478,8 +478,8 @@ static const struct {
 	const char *suffix;        /* NULL: line is exact */
 	size_t nrules;
 } bad_files[] = {
-	{"bogus = 1\n",
-	 "ctxguard: t.conf:1: unknown key 'bogus' (line ignored)", NULL, 0},
+	{"quiet = off\nbogus = 1\n",
+	 "ctxguard: t.conf:2: unknown key 'bogus' (line ignored)", NULL, 0},
 	{"\n\nmode = xyz\n",
 	 "ctxguard: t.conf:3: mode = xyz: expected abort|error|warn|off|redirect (using"
 	 " abort)", NULL, 0},
@@ -524,8 +524,8 @@ static const struct {
 	{"[rule r\nkernel = a\n",
 	 "ctxguard: t.conf:1: unterminated section header '[rule r' (section"
 	 " ignored)", NULL, 0},
-	{"[bogus]\nkernel = a\nnonsense\n",
-	 "ctxguard: t.conf:1: unknown section [bogus], expected [rule NAME]"
+	{"quiet = off\n[bogus]\nkernel = a\nnonsense\n",
+	 "ctxguard: t.conf:2: unknown section [bogus], expected [rule NAME]"
 	 " (section ignored)", NULL, 0},
 	{"[rule]\nkernel = a\n",
 	 "ctxguard: t.conf:1: [rule] without a name (section ignored)", NULL, 0},
@@ -535,11 +535,11 @@ static const struct {
 	{"[rule r] x\nkernel = a\n",
 	 "ctxguard: t.conf:1: unexpected text after ']': ' x' (section"
 	 " ignored)", NULL, 0},
-	{"just words\n",
-	 "ctxguard: t.conf:1: expected 'key = value' or '[rule NAME]', got"
+	{"quiet = off\njust words\n",
+	 "ctxguard: t.conf:2: expected 'key = value' or '[rule NAME]', got"
 	 " 'just words' (line ignored)", NULL, 0},
-	{" = value\n",
-	 "ctxguard: t.conf:1: no key before '=' (line ignored)", NULL, 0},
+	{"quiet = off\n = value\n",
+	 "ctxguard: t.conf:2: no key before '=' (line ignored)", NULL, 0},
 	{"[rule r]\nkernel = a\nkernel = re:(\n",
 	 "ctxguard: t.conf:3: kernel = re:(: bad regular expression: ",
 	 " (pattern ignored)", 1},
@@ -695,7 +695,7 @@ END_TEST
 
 START_TEST(test_error_overflow)
 {
-	char text[1024] = "";
+	char text[1024] = "quiet = off\n";
 	struct cg_policy p;
 
 	for (int i = 0; i < CG_POLICY_MAX_ERRORS + 4; i++)
@@ -707,7 +707,7 @@ START_TEST(test_error_overflow)
 	ck_assert_uint_eq(p.nerrors, CG_POLICY_MAX_ERRORS);
 	ck_assert_uint_eq(p.errors_dropped, 4);
 	ck_assert_str_eq(p.errors[CG_POLICY_MAX_ERRORS - 1],
-			 "ctxguard: t.conf:16: unknown key 'bogus' (line ignored)");
+			 "ctxguard: t.conf:17: unknown key 'bogus' (line ignored)");
 	ck_assert_int_eq(p.mode, CG_ACT_WARN);
 	cg_policy_free(&p);
 }
@@ -741,11 +741,14 @@ START_TEST(test_file_sources_bad)
 	ck_assert_str_eq(p.errors[0], want);
 	cg_policy_free(&p);
 
+	/* the system policy unreadable: the strictest one is locked */
 	cg_policy_load_from(&p, NULL, tmpdir);
-	ck_assert_uint_eq(p.nerrors, 1);
-	snprintf(want, sizeof want, "ctxguard: %s: not a regular file (using"
-		 " the built-in policy)", tmpdir);
+	ck_assert_uint_eq(p.nerrors, 2);
+	snprintf(want, sizeof want, "ctxguard: %s: not a regular file (locked at"
+		 " the strictest built-in policy)", tmpdir);
 	ck_assert_str_eq(p.errors[0], want);
+	ck_assert_msg(p.lock && p.mode == CG_ACT_ABORT && p.scope == CG_SCOPE_ALL && p.operands,
+		      "%s", p.errors[1]);
 	cg_policy_free(&p);
 
 	/* a missing /etc file is no problem */
@@ -773,11 +776,12 @@ START_TEST(test_file_sources_bad)
 	const char *huge = write_file("huge.conf", data, big);
 	free(data);
 	cg_policy_load_from(&p, NULL, huge);
-	ck_assert_uint_eq(p.nerrors, 1);
+	ck_assert_uint_eq(p.nerrors, 2);
 	snprintf(want, sizeof want, "ctxguard: %s: larger than 1048576 bytes"
-		 " (using the built-in policy)", huge);
+		 " (locked at the strictest built-in policy)", huge);
 	ck_assert_str_eq(p.errors[0], want);
 	ck_assert_int_eq(p.mode, CG_ACT_ABORT);
+	ck_assert_int_eq(p.lock, 1);
 	cg_policy_free(&p);
 
 	/* errors name the file and line */
@@ -1449,6 +1453,21 @@ static char *escaped(const char *s)
 	return buf;
 }
 
+/* stderr's escapes are the log's, but quotes and backslashes stay, and
+ * newlines are escaped in a message or kept in a report. */
+START_TEST(test_text_escape)
+{
+	static const char s[] = "a\"b\\c\n\x1b[2J\x9b\xc2\x9b\xff\xc3\xa9\t";
+	char buf[128];
+	ck_assert_uint_eq(cg_text_escape(buf, sizeof buf, s, 0), strlen(buf));
+	ck_assert_str_eq(buf, "a\"b\\c\\n\\u001b[2J\\ufffd\\u009b\\ufffd\xc3\xa9\\t");
+	cg_text_escape(buf, sizeof buf, s, 1);
+	ck_assert_str_eq(buf, "a\"b\\c\n\\u001b[2J\\ufffd\\u009b\\ufffd\xc3\xa9\\t");
+	ck_assert_uint_eq(cg_text_escape(buf, 4, "\x1b", 0), 6);
+	ck_assert_str_eq(buf, "");
+}
+END_TEST
+
 START_TEST(test_json_escape)
 {
 	static const char *const cases[][2] = {
@@ -1462,6 +1481,8 @@ START_TEST(test_json_escape)
 		{"bad\xff\xc3(", "bad\\ufffd\\ufffd("},
 		{"\xc0\xaf\xed\xa0\x80", "\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd"},
 		{"cut\xe2\x82", "cut\\ufffd\\ufffd"},
+		/* C1 codes (0x9b: CSI) escaped; U+00A0 and up kept */
+		{"\xc2\x80\xc2\x9b\xc2\x9f\xc2\xa0", "\\u0080\\u009b\\u009f\xc2\xa0"},
 		{"", ""},
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -1653,6 +1674,7 @@ static Suite *policy_suite(void)
 	tc = tcase_create("json");
 	tcase_add_test(tc, test_json_checker);
 	tcase_add_test(tc, test_json_escape);
+	tcase_add_test(tc, test_text_escape);
 	tcase_add_test(tc, test_json_fields);
 	suite_add_tcase(s, tc);
 	return s;

@@ -23,7 +23,9 @@
 #include <cuda.h>
 
 #include "../policy/policy.h"
+#include "deepgemm_fixture.h"
 #include "fake/fake_api.h"
+#include "observe.h"
 #include "suite.h"
 #include "spawn.h"
 
@@ -55,21 +57,6 @@ static CUdeviceptr alloc_on(int dev)
 	ck_assert_int_eq(cuCtxSetCurrent(ctx[dev]), CUDA_SUCCESS);
 	ck_assert_int_eq(cuMemAlloc(&p, SIZE), CUDA_SUCCESS);
 	return p;
-}
-
-static CUtensorMap encode(CUdeviceptr base, uint64_t inner, uint64_t outer)
-{
-	CUtensorMap m;
-	cuuint64_t dims[2] = {inner, outer}, strides[1] = {inner * 2};
-	cuuint32_t box[2] = {64, 128}, elem[2] = {1, 1};
-	ck_assert_int_eq(cuTensorMapEncodeTiled(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
-						(void *)base, dims, strides, box, elem,
-						CU_TENSOR_MAP_INTERLEAVE_NONE,
-						CU_TENSOR_MAP_SWIZZLE_128B,
-						CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-						CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
-			 CUDA_SUCCESS);
-	return m;
 }
 
 static void setup_mode(const char *fallback)
@@ -138,18 +125,23 @@ static void setup_error(void)
 	setup_mode("error");
 }
 
+/* What launch_gemm launches with: DeepGEMM's grid (kNumSMs) and A, unless
+ * a test changes them. */
+static unsigned gemm_grid = 132;
+static const CUtensorMap *gemm_a = &ta;
+
 /* DeepGEMM's launch: cuLaunchKernelEx on the current device's stream. */
 static CUresult launch_gemm(CUfunction f, CUcontext current, CUstream s, const CUtensorMap *mb)
 {
 	ck_assert_int_eq(cuCtxSetCurrent(current), CUDA_SUCCESS);
 	uint32_t m = M, n = N, k = K;
-	CUtensorMap A = ta, B = *mb, D = td;
+	CUtensorMap A = *gemm_a, B = *mb, D = td;
 	void *params[] = {&layout, &m, &n, &k, &A, &B, &D};
 	CUlaunchAttribute attr = {.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,
 				  .value.clusterDim = {1, 1, 1}};
-	CUlaunchConfig cfg = {.gridDimX = 132, .gridDimY = 1, .gridDimZ = 1, .blockDimX = 384,
-			      .blockDimY = 1, .blockDimZ = 1, .hStream = s, .attrs = &attr,
-			      .numAttrs = 1};
+	CUlaunchConfig cfg = {.gridDimX = gemm_grid, .gridDimY = 1, .gridDimZ = 1, .blockDimX = 384,
+			      .blockDimY = 1, .blockDimZ = 1, .sharedMemBytes = GEMM_SMEM,
+			      .hStream = s, .attrs = &attr, .numAttrs = 1};
 	return cuLaunchKernelEx(&cfg, f, params, NULL);
 }
 
@@ -166,62 +158,6 @@ static CUresult launch_as_helper(CUfunction f, unsigned smem, CUcontext current,
 static CUresult launch_helper(CUcontext current, CUstream s, CUdeviceptr in, CUdeviceptr out)
 {
 	return launch_as_helper(helper, HELPER_SMEM, current, s, in, out);
-}
-
-/* Whether this library was built with its kernels (nvcc): an empty
- * problem then succeeds, else it says why it cannot. */
-static int bundled_built(void)
-{
-	int (*run)(uint64_t, int, int, unsigned, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t,
-		   uint64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t);
-	*(void **)&run = dlsym(RTLD_DEFAULT, "ctxguard_gmm_contiguous");
-	ck_assert_ptr_nonnull(run);
-	return run(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1) == 0;
-}
-
-/* stderr of the calls between the two, for the "ctxguard: redirect" lines. */
-static FILE *captured;
-static int saved_err = -1;
-
-static void capture_start(void)
-{
-	fflush(stderr);
-	captured = tmpfile();
-	ck_assert_ptr_nonnull(captured);
-	saved_err = dup(2);
-	dup2(fileno(captured), 2);
-}
-
-static const char *capture_end(void)
-{
-	static char text[16384];
-	dup2(saved_err, 2);
-	close(saved_err);
-	rewind(captured);
-	size_t n = fread(text, 1, sizeof text - 1, captured);
-	text[n] = 0;
-	fclose(captured);
-	return text;
-}
-
-static struct fake_call trace[4096];
-
-static size_t find(size_t n, size_t from, const char *api, CUcontext c, const void *s,
-		   const void *object)
-{
-	for (size_t i = from; i < n; i++)
-		if (!strcmp(trace[i].api, api) && (!c || trace[i].ctx == c) &&
-		    (!s || trace[i].stream == s) && (!object || trace[i].object == object))
-			return i;
-	return n;
-}
-
-static size_t count(size_t n, const char *api)
-{
-	size_t c = 0;
-	for (size_t i = 0; i < n; i++)
-		c += !strcmp(trace[i].api, api);
-	return c;
 }
 
 /* The bundled launch ran on ctxguard's stream T of device 1, after S and
@@ -764,7 +700,8 @@ static CUresult launch_normal(const char **err)
 	ck_assert_int_eq(cuCtxSetCurrent(ctx[0]), CUDA_SUCCESS);
 	fake_trace_start();
 	capture_start();
-	CUresult rc = cuLaunchKernel(normal, 132, 1, 1, 384, 1, 1, 0, stream[0], params, NULL);
+	CUresult rc =
+		cuLaunchKernel(normal, 132, 1, 1, 384, 1, 1, GEMM_SMEM, stream[0], params, NULL);
 	*err = capture_end();
 	return rc;
 }
@@ -978,6 +915,15 @@ static void capturing(void)
 	fake_stream_set_capturing(stream[0], 1);
 }
 static void reload_fails(void) { fake_fail_next("cuModuleLoadData", CUDA_ERROR_INVALID_IMAGE); }
+/* Issue 66, 4: launches DeepGEMM's host code never makes, which the
+ * original would run differently (half of D; D scrambled). */
+static void half_grid(void) { gemm_grid = 66; }
+static void a_unswizzled(void)
+{
+	static CUtensorMap m;
+	m = encode_swizzled(a, K, M, CU_TENSOR_MAP_SWIZZLE_NONE);
+	gemm_a = &m;
+}
 
 static const struct {
 	int helper;              /* launch the helper, else a GEMM */
@@ -990,7 +936,34 @@ static const struct {
 	{0, &accum, &tb, capture_only, "accumulation into D (with_accumulation)"},
 	{0, &gemm, &tb, capturing, "the stream is capturing a CUDA graph"},
 	{1, NULL, NULL, reload_fails, "image not re-loadable: loading it into the target context failed"},
+	{0, &gemm, &tb, half_grid, "launched with grid {66, 1, 1} and block {384, 1, 1}; DeepGEMM "
+	 "launches this kernel with grid {132, 1, 1} (kNumSMs)"},
+	{0, &gemm, &tb, a_unswizzled, "tensor map a has swizzle 0"},
 };
+
+/* Issue 66, 5: the driver refuses a launch with both kernelParams and
+ * extra, crossing or not, and runs nothing; so does the redirect. */
+START_TEST(params_and_extra_are_refused_as_the_driver_does)
+{
+	produce_on_device_1();
+	fake_reset();
+	uint32_t m = M, n = N, k = K;
+	CUtensorMap A = ta, B = tb, D = td;
+	void *params[] = {&layout, &m, &n, &k, &A, &B, &D};
+	void *extra[] = {CU_LAUNCH_PARAM_END};
+	ck_assert_int_eq(cuCtxSetCurrent(ctx[0]), CUDA_SUCCESS);
+	capture_start();
+	CUresult rc = cuLaunchKernel(gemm, 132, 1, 1, 384, 1, 1, GEMM_SMEM, stream[0], params,
+				     extra);
+	const char *err = capture_end();
+	struct fake_stats st;
+	fake_get_stats(&st);
+	ck_assert_int_eq(rc, CUDA_ERROR_INVALID_VALUE);
+	ck_assert_uint_eq(st.launches_on[0], 0);
+	ck_assert_uint_eq(st.launches_on[1], 0);
+	ck_assert_msg(!strstr(err, "ctxguard: redirect:"), "%s", err);
+}
+END_TEST
 
 START_TEST(each_impossible_redirect_falls_back_to_error)
 {
@@ -1276,6 +1249,7 @@ int main(void)
 	tcase_add_test(e, kernel_attributes_follow_it_to_the_target_device);
 	tcase_add_loop_test(e, each_impossible_redirect_falls_back_to_error, 0,
 			    sizeof impossible / sizeof impossible[0]);
+	tcase_add_test(e, params_and_extra_are_refused_as_the_driver_does);
 	tcase_add_loop_test(e, failed_ordering_after_the_work_is_queued_waits_on_the_host, 0,
 			    sizeof unordered / sizeof unordered[0]);
 	suite_add_tcase(s, e);

@@ -4,6 +4,8 @@
  * variable is honoured.  The setuid cases need root; without it they print
  * "skipped: ..." and pass. */
 #include <check.h>
+#include <fcntl.h>
+#include <glob.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +47,20 @@ static void run_with_log(const char *log, const char *policy)
 	const char *argv[] = {"tests/progs/scenario", "dlsym", "data", "launch", "same", NULL};
 	spawn(&r, env, argv);
 	ck_assert_msg(exited(&r, 0), "status %#x\n%s", r.status, r.err);
+}
+
+/* The one fresh name a log fell back to beside name (dir/stem.XXXXXX.ext),
+ * its text in a static buffer; NULL when there is none. */
+static const char *fallback_text(const char *dir, const char *stem, const char *ext)
+{
+	char pattern[512];
+	glob_t g;
+	snprintf(pattern, sizeof pattern, "%s/%s.??????%s", dir, stem, ext);
+	if (glob(pattern, 0, NULL, &g) != 0)
+		return NULL;
+	const char *text = g.gl_pathc == 1 ? slurp(g.gl_pathv[0]) : NULL;
+	globfree(&g);
+	return text;
 }
 
 START_TEST(log_symlink_refused)
@@ -95,8 +111,71 @@ START_TEST(log_sticky_linked_refused)
 	write_to(in_tmpdir("st/mine.jsonl"), "", 0600);
 	ck_assert_int_eq(link(in_tmpdir("st/mine.jsonl"), in_tmpdir("st/other")), 0);
 	run_with_log(in_tmpdir("st/mine.jsonl"), NULL);
-	ck_assert_msg(strstr(r.err, "other links"), "%s", r.err);
+	ck_assert_msg(strstr(r.err, "other links") && strstr(r.err, "instead"), "%s", r.err);
 	ck_assert_str_eq(slurp(in_tmpdir("st/mine.jsonl")), "");
+	ck_assert_ptr_nonnull(fallback_text(in_tmpdir("st"), "mine", ".jsonl"));
+}
+END_TEST
+
+/* Where others may write, a name taken by a symlink, a directory or a FIFO
+ * (planted for the next pids) turned logging off: a fresh name is used
+ * instead, said on stderr and counted in the summary. */
+START_TEST(log_planted_name_falls_back)
+{
+	const char *dir = in_tmpdir("st"), *log = in_tmpdir("st/cg.jsonl");
+	make_dir(dir, 01733);
+	write_to(in_tmpdir("target"), "precious\n", 0644);
+	if (_i == 0)
+		ck_assert_int_eq(symlink(in_tmpdir("target"), log), 0);
+	else if (_i == 1)
+		ck_assert_int_eq(mkdir(log, 0777), 0);
+	else
+		ck_assert_int_eq(mkfifo(log, 0666), 0);
+	run_with_log(log, NULL);
+	static const char *const what[] = {"symbolic link", "not a regular file",
+					   "not a regular file"};
+	ck_assert_msg(strstr(r.err, what[_i]) && strstr(r.err, "instead") &&
+		      !strstr(r.err, "logging disabled"), "%s", r.err);
+	const char *text = fallback_text(dir, "cg", ".jsonl");
+	ck_assert_msg(text && strstr(text, "\"event\":\"start\"") &&
+		      strstr(text, "\"event\":\"log_name_fallback\"") &&
+		      strstr(text, "\"log_name_fallbacks\":1"), "%s", text ? text : "no fallback file");
+	ck_assert_str_eq(slurp(in_tmpdir("target")), "precious\n");
+}
+END_TEST
+
+/* A FIFO at the name, with a reader that never reads: opening it and
+ * writing records blocked the launch for good.  Only a regular file is a
+ * log, in any directory. */
+START_TEST(log_fifo_refused)
+{
+	const char *log = in_tmpdir("cg.jsonl");
+	ck_assert_int_eq(mkfifo(log, 0600), 0);
+	int rd = open(log, O_RDONLY | O_NONBLOCK);
+	int wr = open(log, O_WRONLY | O_NONBLOCK);
+	ck_assert(rd >= 0 && wr >= 0);
+	char fill[4096] = {0};
+	while (write(wr, fill, sizeof fill) > 0)
+		;
+	run_with_log(log, NULL);
+	close(wr);
+	close(rd);
+	ck_assert_msg(strstr(r.err, "cannot open log") && strstr(r.err, "not a regular file"),
+		      "%s", r.err);
+}
+END_TEST
+
+/* A symbolic link among the directories: root's log was created in the
+ * link's target. */
+START_TEST(log_directory_symlink_refused)
+{
+	make_dir(in_tmpdir("real"), 0755);
+	ck_assert_int_eq(symlink(in_tmpdir("real"), in_tmpdir("link")), 0);
+	run_with_log(in_tmpdir("link/cg.jsonl"), NULL);
+	ck_assert_msg(strstr(r.err, "cannot open log") &&
+		      strstr(r.err, "link is a symbolic link, which a log never follows"),
+		      "%s", r.err);
+	ck_assert_int_ne(access(in_tmpdir("real/cg.jsonl"), F_OK), 0);
 }
 END_TEST
 
@@ -116,8 +195,10 @@ START_TEST(log_sticky_foreign_refused)
 	write_to(in_tmpdir("st/theirs.jsonl"), "theirs\n", 0666);
 	ck_assert_int_eq(chown(in_tmpdir("st/theirs.jsonl"), 65534, 65534), 0);
 	run_with_log(in_tmpdir("st/theirs.jsonl"), NULL);
-	ck_assert_msg(strstr(r.err, "belongs to another user"), "%s", r.err);
+	ck_assert_msg(strstr(r.err, "belongs to another user") && strstr(r.err, "instead"), "%s",
+		      r.err);
 	ck_assert_str_eq(slurp(in_tmpdir("st/theirs.jsonl")), "theirs\n");
+	ck_assert_ptr_nonnull(fallback_text(in_tmpdir("st"), "theirs", ".jsonl"));
 }
 END_TEST
 
@@ -231,12 +312,8 @@ START_TEST(secure_shim_setuid)
 	const char *setpriv = setpriv_or_skip();
 	if (!setpriv)
 		return;
-	if (access(cg_system_policy, F_OK) == 0) {
-		printf("skipped: %s is installed here; this test needs the built-in policy\n",
-		       cg_system_policy);
-		return;
-	}
-	run_secure_prog(setpriv, "libctxguard.so");
+	/* The suite's copy: no system policy of this machine's applies. */
+	run_secure_prog(setpriv, "tests/suite/libctxguard.so");
 	ck_assert_msg(strstr(r.out, "at_secure 1\n"), "AT_SECURE not set:\n%s%s", r.out, r.err);
 	/* scope all not honoured: the plain kernel's crossing went by */
 	ck_assert_msg(strstr(r.out, "plain: "), "%s\n%s", r.out, r.err);
@@ -283,6 +360,9 @@ static Suite *suite(void)
 	tcase_add_test(tc, log_sticky_new_file);
 	tcase_add_test(tc, log_sticky_linked_refused);
 	tcase_add_test(tc, log_sticky_foreign_refused);
+	tcase_add_loop_test(tc, log_planted_name_falls_back, 0, 3);
+	tcase_add_test(tc, log_fifo_refused);
+	tcase_add_test(tc, log_directory_symlink_refused);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("setuid");
 	tcase_add_checked_fixture(tc, setup, tmpdir_remove);

@@ -10,12 +10,14 @@
 
 static inline void dump_policy(FILE *f, const struct cg_policy *p)
 {
-	fprintf(f, "mode %s\nscope %s\noperands %s\nlog %s\nlog_mode %04o\n"
+	fprintf(f, "mode %s\nscope %s\noperands %s\nlog %s\nmetrics %s\nlog_mode %04o\n"
 		"defaults %s\nlock %s\nsecure %s\nsource %s\n",
 		cg_action_name(p->mode), p->scope == CG_SCOPE_ALL ? "all" : "experts",
 		p->operands ? "on" : "off", p->log_path ? p->log_path : "none",
+		p->metrics_path ? p->metrics_path : "none",
 		(unsigned)p->log_mode, p->defaults ? "on" : "off", p->lock ? "on" : "off",
 		p->secure ? "on" : "off", p->source ? p->source : "?");
+	fprintf(f, "shadow %s\n", p->shadow ? "on" : "off");
 	for (size_t i = 0; i < p->nrules; i++)
 		fprintf(f, "rule %s %s\n", p->rules[i].name, cg_action_name(p->rules[i].action));
 	for (size_t i = 0; i < p->nrefused; i++)

@@ -3,8 +3,9 @@
 # the totals.  Usage: tests/run.sh build/tests/check_*   (BUILD, SAN_RUNTIME from make)
 BUILD=${BUILD:-build}
 root=$(cd "$(dirname "$0")/.." && pwd)
+# The suite's copy of the library, whose system policy is its own (tests/locked.mk);
 # CTXGUARD_TEST_LIBRARY: run the suite against another build of the library (an installed wheel's)
-lib="${CTXGUARD_TEST_LIBRARY:-$root/$BUILD/libctxguard.so}"
+lib="${CTXGUARD_TEST_LIBRARY:-$root/$BUILD/tests/suite/libctxguard.so}"
 preload="$lib"
 [ -n "$SAN_RUNTIME" ] && preload="$SAN_RUNTIME:$lib"
 export CTXGUARD_TEST_BUILD="$root/$BUILD"

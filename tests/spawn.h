@@ -80,8 +80,9 @@ static inline pid_t fork_collected(struct run *r)
 	return pid;
 }
 
-/* argv[0] relative to the build directory ("tests/progs/scenario", or
- * "ctxguard"); env entries "NAME=value" are added, "NAME" alone removed.
+/* argv[0] relative to the build directory ("tests/progs/scenario"), or
+ * "ctxguard": the suite's copy of the command (tests/locked.mk); env
+ * entries "NAME=value" are added, "NAME" alone removed.
  * The shim is preloaded unless an env entry sets LD_PRELOAD itself. */
 static inline void spawn(struct run *r, const char *const *env, const char *const *argv)
 {
@@ -100,7 +101,9 @@ static inline void spawn(struct run *r, const char *const *env, const char *cons
 			setenv(name, eq + 1, 1);
 		}
 		char path[4096];
-		if (argv[0][0] == '/')
+		if (strcmp(argv[0], "ctxguard") == 0)
+			snprintf(path, sizeof path, "%s/tests/suite/ctxguard", build_dir());
+		else if (argv[0][0] == '/')
 			snprintf(path, sizeof path, "%s", argv[0]);
 		else
 			snprintf(path, sizeof path, "%s/%s", build_dir(), argv[0]);

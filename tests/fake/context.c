@@ -85,6 +85,55 @@ static void ctx_release_resources(CUcontext ctx)
 	ctx->sticky = CUDA_SUCCESS;
 }
 
+CUcontext fake_ctx_domain(CUcontext ctx)
+{
+	return ctx && ctx->green_of ? ctx->green_of : ctx;
+}
+
+static void primary_retain(CUcontext ctx)
+{
+	if (ctx->retain++ == 0)
+		ctx->id = next_ctx_id++; /* a fresh context behind the same handle */
+}
+
+static void primary_release(CUcontext ctx)
+{
+	if (--ctx->retain == 0)
+		ctx_release_resources(ctx);
+}
+
+/* Its own handle and id, but the primary context's modules, memory and events: the
+ * primary stays retained while it lives. */
+CUresult fake_ctx_create_green(CUdevice dev, CUgreenCtx green, CUcontext *out)
+{
+	CUcontext ctx = fake_pool_take(&fake_ctx_pool);
+	if (!ctx)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	ctx->dev = dev;
+	ctx->green_of = fake_dev[dev].primary;
+	ctx->green = green;
+	ctx->id = next_ctx_id++;
+	primary_retain(ctx->green_of);
+	*out = ctx;
+	return CUDA_SUCCESS;
+}
+
+/* Its streams and events go (the driver detaches them); what it loaded or allocated is
+ * its primary context's and stays. */
+void fake_ctx_destroy_green(CUcontext ctx)
+{
+	CUcontext primary = ctx->green_of;
+	for (int i = 0; i < depth; i++)
+		if (stack[i] == ctx)
+			stack[i] = NULL;
+	fake_stream_drop_ctx(ctx);
+	fake_event_drop_ctx(ctx);
+	ctx->green_of = NULL;
+	ctx->green = NULL;
+	fake_pool_give(&fake_ctx_pool, ctx);
+	primary_release(primary);
+}
+
 CUresult fake_ctx_create_primary(CUdevice dev, CUcontext *out)
 {
 	CUcontext ctx = fake_pool_take(&fake_ctx_pool);
@@ -150,7 +199,7 @@ CUresult CUDAAPI cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreatePar
 CUresult CUDAAPI cuCtxDestroy_v2(CUcontext ctx)
 {
 	FAKE_ENTER();
-	if (!fake_pool_live(&fake_ctx_pool, ctx) || ctx->primary)
+	if (!fake_pool_live(&fake_ctx_pool, ctx) || ctx->primary || ctx->green_of)
 		return fake_leave(CUDA_ERROR_INVALID_CONTEXT);
 	if (fake_ctx_current() == ctx)
 		depth--;
@@ -327,8 +376,7 @@ CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 	if (!fake_dev_valid(dev))
 		return fake_leave(CUDA_ERROR_INVALID_DEVICE);
 	CUcontext ctx = fake_dev[dev].primary;
-	if (ctx->retain++ == 0)
-		ctx->id = next_ctx_id++; /* a fresh context behind the same handle */
+	primary_retain(ctx);
 	*pctx = ctx;
 	return fake_leave(CUDA_SUCCESS);
 }
@@ -341,8 +389,7 @@ CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 	CUcontext ctx = fake_dev[dev].primary;
 	if (ctx->retain == 0)
 		return fake_leave(CUDA_ERROR_INVALID_CONTEXT);
-	if (--ctx->retain == 0)
-		ctx_release_resources(ctx);
+	primary_release(ctx);
 	return fake_leave(CUDA_SUCCESS);
 }
 

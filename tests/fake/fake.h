@@ -166,9 +166,17 @@ struct CUctx_st {
 	bool pending;	  /* work on its legacy stream not yet synchronized */
 	CUcontext *peers; /* contexts whose memory this one may access */
 	size_t npeers, cappeers;
+	CUcontext green_of; /* a green context's CUcontext: its device's primary context */
+	CUgreenCtx green;   /* ... and the green context it stands for */
 };
 
 extern struct fake_pool fake_ctx_pool;
+/* The context whose modules, memory and events ctx shares: a green context's primary
+ * context, else ctx itself. */
+CUcontext fake_ctx_domain(CUcontext ctx);
+/* The CUcontext of a new green context on dev (its primary retained), and its end. */
+CUresult fake_ctx_create_green(CUdevice dev, CUgreenCtx green, CUcontext *out);
+void fake_ctx_destroy_green(CUcontext ctx);
 
 CUresult fake_ctx_create_primary(CUdevice dev, CUcontext *out);
 CUcontext fake_ctx_current(void); /* calling thread's current context, possibly stale */
@@ -188,6 +196,7 @@ struct CUstream_st {
 };
 
 bool fake_stream_is_special(CUstream s); /* NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD */
+CUresult fake_stream_create(CUcontext ctx, CUstream *phStream, unsigned flags, int priority);
 CUresult fake_stream_ctx(CUstream s, CUcontext *out);
 void fake_stream_drop_ctx(CUcontext ctx);
 /* Work queued on s (in ctx), pending until a synchronization; ctx's synchronization
@@ -298,6 +307,7 @@ struct fake_alloc {
 	unsigned access; /* VMM, graph memory: bit d set when device d may access it */
 	unsigned long long source; /* IPC, pool imports: the mapped allocation's buffer id */
 	unsigned opens;		   /* IPC: opens of its handle in ctx not yet closed */
+	unsigned char *bytes;	   /* what copies wrote (NULL: all zeros so far) */
 };
 
 struct CUmemPoolHandle_st {

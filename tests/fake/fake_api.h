@@ -14,6 +14,12 @@
  *  - A launch runs in the stream's context, or the current one for the NULL, legacy and
  *    per-thread streams. A CUfunction of another context is CUDA_ERROR_INVALID_HANDLE and
  *    nothing runs; a CUkernel cast to CUfunction runs in any context.
+ *  - Green contexts (cuDeviceGetDevResource, cuDevSmResourceSplitByCount,
+ *    cuDevResourceGenerateDesc, cuGreenCtxCreate, cuCtxFromGreenCtx, cuGreenCtxDestroy,
+ *    cuGreenCtxStreamCreate): a green context's CUcontext and streams have handles of their
+ *    own (cuStreamGetCtx names it; cuStreamGetCtx_v2 names the primary context and the
+ *    green one), but it shares its device's primary context's modules, memory and events:
+ *    a function of either runs in the other, one of a created context in neither.
  *  - Running a kernel reads its arguments: every 8-byte argument inside another device's
  *    memory, and every tensor map whose global address is, is an operand crossing. With
  *    peer access from the launch context to the owner context (for VMM memory: access

@@ -16,7 +16,8 @@
 CUresult fake_launch_resolve(CUfunction f, CUcontext ctx, const struct fake_kdesc **kd,
 			     const int **attr)
 {
-	if (fake_pool_live(&fake_func_pool, f) && f->mod->ctx == ctx) {
+	/* A green context runs its primary context's functions (measured on an H100). */
+	if (fake_pool_live(&fake_func_pool, f) && f->mod->ctx == fake_ctx_domain(ctx)) {
 		*kd = fake_func_desc(f);
 		*attr = f->attr;
 		return CUDA_SUCCESS;
@@ -110,6 +111,7 @@ static bool reaches(CUcontext ctx, const struct fake_alloc *a)
 	if (a->kind == FAKE_MEM_VMM || a->kind == FAKE_MEM_GRAPH)
 		return (a->access >> ctx->dev) & 1u;
 	/* cuIpcOpenMemHandle's lazy peer access: from the context that opened it. */
+	ctx = fake_ctx_domain(ctx);
 	return a->dev == ctx->dev || (a->kind == FAKE_MEM_IPC && a->ctx == ctx) ||
 	       fake_ctx_peer_enabled(ctx, a->ctx);
 }

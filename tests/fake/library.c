@@ -70,6 +70,7 @@ static CUresult library_load(CUlibrary *library, const char *path, const void *c
 
 CUresult fake_library_module(CUlibrary lib, CUcontext ctx, bool create, CUmodule *out)
 {
+	ctx = fake_ctx_domain(ctx);
 	for (size_t i = 0; i < lib->nmods; i++)
 		if (lib->mods[i]->ctx == ctx) {
 			*out = lib->mods[i];

@@ -1,7 +1,9 @@
 /*
  * The allocation table (every live range the fake knows, sorted by address), device,
  * managed and host allocations, pointer attributes and the copy entry points.
- * Device and managed memory are address ranges only: nothing backs them.
+ * Device and managed memory are address ranges; what the synchronous copies
+ * and memsets write is kept, allocated at the first write (kernels compute
+ * nothing: what they would write is never there).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -76,6 +78,7 @@ static void remove_at(size_t i)
 {
 	if (tab[i].kind == FAKE_MEM_HOST)
 		free(tab[i].host);
+	free(tab[i].bytes);
 	memmove(&tab[i], &tab[i + 1], (ntab - i - 1) * sizeof(*tab));
 	ntab--;
 }
@@ -132,7 +135,11 @@ static CUresult carve(CUdeviceptr base, CUdeviceptr *used, CUdeviceptr span, str
 CUresult fake_mem_alloc_device(CUdevice dev, CUcontext ctx, CUmemoryPool pool, size_t size,
 			       CUdeviceptr *out)
 {
-	struct fake_alloc a = {.size = size, .kind = FAKE_MEM_DEVICE, .dev = dev, .ctx = ctx, .pool = pool};
+	struct fake_alloc a = {.size = size,
+			       .kind = FAKE_MEM_DEVICE,
+			       .dev = dev,
+			       .ctx = fake_ctx_domain(ctx), /* a green context's: its primary's */
+			       .pool = pool};
 	return carve(FAKE_DEVICE_BASE(dev), &device_used[dev], FAKE_DEVICE_SPAN, a, out);
 }
 
@@ -459,7 +466,7 @@ CUresult CUDAAPI cuPointerGetAttributes(unsigned int numAttributes, CUpointer_at
 	return fake_leave(CUDA_SUCCESS);
 }
 
-/* ---- copies: validated, never performed ---- */
+/* ---- copies: validated; the synchronous ones performed ---- */
 
 /* A device side must lie inside one known range. */
 static bool device_range_ok(CUdeviceptr p, size_t n)
@@ -477,30 +484,63 @@ static CUresult copy_check(size_t n, bool dst_ok, bool src_ok)
 	return dst_ok && src_ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
+/* The bytes at p (a checked range), backed now; NULL when they cannot be
+ * (a huge range): the write is then lost, as before backing existed. */
+static unsigned char *backed(CUdeviceptr p)
+{
+	struct fake_alloc *a = fake_mem_find(p);
+	if (!a->bytes)
+		a->bytes = calloc(1, a->size);
+	return a->bytes ? a->bytes + (p - a->base) : NULL;
+}
+
+static void read_back(void *dst, CUdeviceptr src, size_t n)
+{
+	const struct fake_alloc *a = fake_mem_find(src);
+	if (a->bytes)
+		memmove(dst, a->bytes + (src - a->base), n);
+	else
+		memset(dst, 0, n);
+}
+
 CUresult CUDAAPI cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
 {
 	FAKE_ENTER();
-	return fake_leave(copy_check(ByteCount, device_range_ok(dstDevice, ByteCount), srcHost));
+	CUresult rc = copy_check(ByteCount, device_range_ok(dstDevice, ByteCount), srcHost);
+	unsigned char *to = rc == CUDA_SUCCESS && ByteCount ? backed(dstDevice) : NULL;
+	if (to)
+		memcpy(to, srcHost, ByteCount);
+	return fake_leave(rc);
 }
 
 CUresult CUDAAPI cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
 {
 	FAKE_ENTER();
-	return fake_leave(copy_check(ByteCount, dstHost, device_range_ok(srcDevice, ByteCount)));
+	CUresult rc = copy_check(ByteCount, dstHost, device_range_ok(srcDevice, ByteCount));
+	if (rc == CUDA_SUCCESS && ByteCount)
+		read_back(dstHost, srcDevice, ByteCount);
+	return fake_leave(rc);
 }
 
 CUresult CUDAAPI cuMemcpyDtoD_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount)
 {
 	FAKE_ENTER();
-	return fake_leave(copy_check(ByteCount, device_range_ok(dstDevice, ByteCount),
-				     device_range_ok(srcDevice, ByteCount)));
+	CUresult rc = copy_check(ByteCount, device_range_ok(dstDevice, ByteCount),
+				 device_range_ok(srcDevice, ByteCount));
+	unsigned char *to = rc == CUDA_SUCCESS && ByteCount ? backed(dstDevice) : NULL;
+	if (to)
+		read_back(to, srcDevice, ByteCount);
+	return fake_leave(rc);
 }
 
 CUresult CUDAAPI cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N)
 {
 	FAKE_ENTER();
-	(void)uc; /* nothing backs device memory */
-	return fake_leave(copy_check(N, device_range_ok(dstDevice, N), true));
+	CUresult rc = copy_check(N, device_range_ok(dstDevice, N), true);
+	unsigned char *to = rc == CUDA_SUCCESS && N ? backed(dstDevice) : NULL;
+	if (to)
+		memset(to, uc, N);
+	return fake_leave(rc);
 }
 
 CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream)

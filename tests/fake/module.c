@@ -63,7 +63,7 @@ CUresult fake_module_create(CUcontext ctx, CUlibrary lib, struct fake_image *own
 			fake_image_free(own);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
-	mod->ctx = ctx;
+	mod->ctx = fake_ctx_domain(ctx); /* loaded in a green context: its primary's */
 	mod->lib = lib;
 	if (own) {
 		mod->own = *own;

@@ -72,12 +72,8 @@ void fake_stream_drop_ctx(CUcontext ctx)
 	fake_pool_give_ctx(&stream_pool, offsetof(struct CUstream_st, ctx), ctx);
 }
 
-static CUresult stream_create(CUstream *phStream, unsigned flags, int priority)
+CUresult fake_stream_create(CUcontext ctx, CUstream *phStream, unsigned flags, int priority)
 {
-	CUcontext ctx;
-	CUresult rc = fake_ctx_require_current(&ctx);
-	if (rc != CUDA_SUCCESS)
-		return rc;
 	if (!phStream || (flags & ~(unsigned)CU_STREAM_NON_BLOCKING))
 		return CUDA_ERROR_INVALID_VALUE;
 	CUstream s = fake_pool_take(&stream_pool);
@@ -90,6 +86,13 @@ static CUresult stream_create(CUstream *phStream, unsigned flags, int priority)
 	*phStream = s;
 	fake_trace_note("cuStreamCreate", ctx, NULL, s, NULL);
 	return CUDA_SUCCESS;
+}
+
+static CUresult stream_create(CUstream *phStream, unsigned flags, int priority)
+{
+	CUcontext ctx;
+	CUresult rc = fake_ctx_require_current(&ctx);
+	return rc == CUDA_SUCCESS ? fake_stream_create(ctx, phStream, flags, priority) : rc;
 }
 
 CUresult CUDAAPI cuStreamCreate(CUstream *phStream, unsigned int Flags)
@@ -115,8 +118,11 @@ static CUresult stream_get_ctx(CUstream s, CUcontext *pctx, CUgreenCtx *pGreenCt
 	if (!pctx)
 		return CUDA_ERROR_INVALID_VALUE;
 	CUresult rc = fake_stream_ctx(s, pctx);
-	if (rc == CUDA_SUCCESS && pGreenCtx)
-		*pGreenCtx = NULL; /* the fake has no green contexts */
+	if (rc != CUDA_SUCCESS || !pGreenCtx)
+		return rc;
+	/* _v2 names a green context alongside its device's primary context. */
+	*pGreenCtx = (*pctx)->green;
+	*pctx = fake_ctx_domain(*pctx);
 	return rc;
 }
 

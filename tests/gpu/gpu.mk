@@ -40,3 +40,13 @@ gpu-fixtures: $(BUILD)/gpu/unhooked_route
 $(BUILD)/gpu/unhooked_route: tests/gpu/unhooked_route.c
 	@mkdir -p $(@D)
 	$(GPU_CC) $(GPU_CFLAGS) -I$(CUDA)/include -o $@ $< -ldl
+
+# The contexts-on-one-device truth table (case 19): links libcuda directly
+# (the toolkit's stub at link time), so a preloaded ctxguard sees each call.
+gpu-fixtures: $(BUILD)/gpu/ctx_table $(BUILD)/gpu/ctx_table.ptx
+$(BUILD)/gpu/ctx_table: tests/gpu/ctx_table.c
+	@mkdir -p $(@D)
+	$(GPU_CC) $(GPU_CFLAGS) -I$(CUDA)/include -o $@ $< -L$(CUDA)/lib64/stubs -lcuda
+$(BUILD)/gpu/ctx_table.ptx: tests/gpu/ctx_table.cu
+	@mkdir -p $(@D)
+	$(NVCC) -ptx -arch=compute_90 -o $@ $<

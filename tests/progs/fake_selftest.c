@@ -4,7 +4,7 @@
  * It checks the driver behaviour the shim's tests rely on (shared/DESIGN.md): which
  * context a launch runs in, INVALID_HANDLE across contexts, CUkernel handles, operand
  * crossings with and without peer access, handle reuse, shared, external and graph memory,
- * and cuGetProcAddress identity.
+ * cuGetProcAddress identity, and green contexts.
  * Exits 0 when every check passes, 1 otherwise, 77 (skip) with fewer than two devices.
  */
 /* The deprecated launch API is exercised on purpose. */
@@ -91,6 +91,76 @@ static void test_launch_context(void)
 
 	OK(cuCtxSetCurrent(NULL));
 	EXPECT(launch_ptr(f0, NULL, 0), CUDA_ERROR_INVALID_CONTEXT);
+}
+
+/* Green contexts share their primary context's modules (docs/contexts.md); a created
+ * context of the same device does not; its memory is the device's. */
+static void test_green_contexts(void)
+{
+	CUdevResource all, part;
+	CUdevResourceDesc desc;
+	CUgreenCtx g;
+	CUcontext gc, own, sctx;
+	CUmodule mod, gmod, omod;
+	CUstream gs;
+	CUdeviceptr p;
+	unsigned n = 1;
+	OK(cuDeviceGetDevResource(0, &all, CU_DEV_RESOURCE_TYPE_SM));
+	CHECK(all.sm.smCount == 132);
+	OK(cuDevSmResourceSplitByCount(&part, &n, &all, NULL, 0, 10));
+	CHECK(n == 1 && part.sm.smCount == 16);
+	OK(cuDevResourceGenerateDesc(&desc, &part, 1));
+	EXPECT(cuGreenCtxCreate(&g, desc, 0, 0), CUDA_ERROR_INVALID_VALUE);
+	OK(cuGreenCtxCreate(&g, desc, 0, CU_GREEN_CTX_DEFAULT_STREAM));
+	OK(cuCtxFromGreenCtx(&gc, g));
+	CHECK(gc != ctx0);
+	OK(cuGreenCtxStreamCreate(&gs, g, CU_STREAM_NON_BLOCKING, 0));
+	OK(cuStreamGetCtx(gs, &sctx));
+	CHECK(sctx == gc);
+	CUgreenCtx named = NULL;
+	OK(cuStreamGetCtx_v2(gs, &sctx, &named));
+	CHECK(sctx == ctx0 && named == g);
+
+	OK(cuCtxSetCurrent(ctx0));
+	CUfunction f0 = load_function(&mod, "k_ptr");
+	OK(cuCtxSetCurrent(gc));
+	OK(cuStreamGetCtx_v2(NULL, &sctx, &named));
+	CHECK(sctx == ctx0 && named == g);
+	CUfunction fg = load_function(&gmod, "k_ptr");
+	OK(cuMemAlloc(&p, 1 << 20));
+	struct fake_stats before = stats();
+	OK(launch_ptr(f0, NULL, p));
+	OK(launch_ptr(f0, gs, p));
+	OK(cuCtxSetCurrent(ctx0));
+	OK(launch_ptr(fg, NULL, p));
+	CHECK(stats().launches == before.launches + 3);
+	CHECK(stats().sticky_errors == before.sticky_errors);
+
+	OK(cuCtxCreate(&own, NULL, 0, 0));
+	CUfunction fo = load_function(&omod, "k_ptr");
+	CUdeviceptr q;
+	OK(cuMemAlloc(&q, 1 << 20));
+	before = stats();
+	EXPECT(launch_ptr(fo, gs, q), CUDA_ERROR_INVALID_HANDLE);
+	OK(cuCtxSetCurrent(ctx0));
+	EXPECT(launch_ptr(fo, NULL, q), CUDA_ERROR_INVALID_HANDLE);
+	OK(launch_ptr(f0, NULL, q)); /* the created context's memory: the same device's */
+	CHECK(stats().invalid_handle == before.invalid_handle + 2);
+	CHECK(stats().sticky_errors == before.sticky_errors);
+
+	/* Its end keeps the primary context's modules and memory, and hands its handle on. */
+	OK(cuCtxDestroy(own));
+	OK(cuGreenCtxDestroy(g));
+	EXPECT(cuStreamQuery(gs), CUDA_ERROR_INVALID_HANDLE);
+	OK(launch_ptr(fg, NULL, p));
+	OK(cuCtxCreate(&own, NULL, 0, 0));
+	CHECK(own == gc);
+	EXPECT(launch_ptr(f0, NULL, p), CUDA_ERROR_INVALID_HANDLE);
+	OK(cuCtxDestroy(own));
+	OK(cuCtxSetCurrent(ctx0));
+	OK(cuMemFree(p));
+	OK(cuModuleUnload(gmod));
+	OK(cuModuleUnload(mod));
 }
 
 /* The other ways to pass arguments and configure a launch follow the same rules. */
@@ -714,6 +784,7 @@ int main(void)
 	test_proc_address();
 	test_images_and_injection();
 	test_threads();
+	test_green_contexts();
 	OK(cuDevicePrimaryCtxRelease(0));
 	OK(cuDevicePrimaryCtxRelease(1));
 	if (failures)

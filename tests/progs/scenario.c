@@ -8,7 +8,7 @@
  *          library_module | enumerate | library_enumerate
  *   LAUNCH launch | launchex | coop | multidev | graph_add | graph_add_v2 |
  *          graph_set | graph_set_v2 | graph_exec_set | graph_exec_set_v2 |
- *          graph_node | legacy
+ *          graph_node | legacy | multidev_overcount (a one-entry list, numDevices 2^20)
  *   CASE   same        loaded and launched in device 0's context
  *          cross       loaded in device 0's context, launched with device 1's current
  *          stream      device 0 current, launched on a stream of device 1
@@ -17,7 +17,7 @@
  *          reuse       loaded in ctx 0, unloaded, loaded again in ctx 1 (handles reused), launched there
  *          stream_reuse  launched on device 0's stream, which is destroyed; launched
  *                      again on a stream of device 1 that got its handle
- *   KERNEL expert (default: DeepGEMM's mangled name) | plain
+ *   KERNEL expert (default: DeepGEMM's mangled name) | plain | any other name, as it is
  *
  * Prints "launch: <CUresult> <name>" and, for a failure, "error string: ..."
  * as DeepGEMM would.  Exit: 0 launch succeeded, 3 launch failed, 1 setup. */
@@ -288,11 +288,12 @@ static CUresult launch(const char *how, CUfunction f, CUstream s, CUstream cur)
 	}
 	if (strcmp(how, "coop") == 0)
 		return CALL(cuLaunchCooperativeKernel, f, 1u, 1u, 1u, 32u, 1u, 1u, 0u, s, params);
-	if (strcmp(how, "multidev") == 0) {
+	if (strncmp(how, "multidev", 8) == 0) {
 		CUDA_LAUNCH_PARAMS p = {.function = f, .gridDimX = 1, .gridDimY = 1, .gridDimZ = 1,
 					.blockDimX = 32, .blockDimY = 1, .blockDimZ = 1,
 					.hStream = s ? s : cur, .kernelParams = params};
-		return CALL(cuLaunchCooperativeKernelMultiDevice, &p, 1u, 0u);
+		unsigned n = strcmp(how, "multidev_overcount") == 0 ? 1u << 20 : 1u;
+		return CALL(cuLaunchCooperativeKernelMultiDevice, &p, n, 0u);
 	}
 	if (strcmp(how, "legacy") == 0)
 		return CALL(cuLaunchGridAsync, f, 1, 1, s);
@@ -351,7 +352,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	const char *route = argv[1], *how = argv[2], *api = argv[3], *scase = argv[4];
-	const char *kernel = argc > 5 && strcmp(argv[5], "plain") == 0 ? PLAIN : EXPERT;
+	const char *kernel = argc <= 5 || strcmp(argv[5], "expert") == 0 ? EXPERT
+			     : strcmp(argv[5], "plain") == 0 ? PLAIN : argv[5];
 	resolve(route);
 	make_image(kernel);
 	CUdevice dev0, dev1;

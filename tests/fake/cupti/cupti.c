@@ -5,6 +5,7 @@
  * subscribe, and a callback receives a CUpti_CallbackData whose
  * functionParams points at the call's cu*_params struct.  Like CUPTI it
  * may be loaded before the driver: libcuda is found at subscribe.
+ * CG_FAKE_CUPTI_STUB=1 makes it a stub that never calls back.
  * While CG_FAKE_CUPTI_HOLD names a FIFO, the first subscribe blocks until
  * the FIFO's writer closes it (tests/progs/forkstart.c forks then). */
 #include <cupti.h>
@@ -83,7 +84,11 @@ static CUptiResult subscribe(CUpti_SubscriberHandle *subscriber, CUpti_CallbackF
 	sub.fn = fn;
 	sub.userdata = userdata;
 	pthread_mutex_unlock(&lock);
-	set(dispatch);
+	/* CG_FAKE_CUPTI_STUB: a stub that takes the subscription and never
+	 * calls back. */
+	const char *stub = getenv("CG_FAKE_CUPTI_STUB");
+	if (!stub || !*stub)
+		set(dispatch);
 	*subscriber = &sub;
 	return CUPTI_SUCCESS;
 }
