@@ -22,11 +22,11 @@ WERROR_FLAG := $(if $(filter 1,$(WERROR)),-Werror)
 # Extra compiler flags for every C file (CI: -D_FORTIFY_SOURCE=2).
 EXTRA_CFLAGS ?=
 
-# Link-time optimisation lets the compiler inline each family's handler and
-# the launch check into the exported wrapper: a third fewer instructions on
-# every launch (bench/hotpath.sh).  It needs a compiler driver whose LTO
-# plugin the system linker can run, so a tiny try-link decides; LTO= builds
-# without it.
+# Link-time optimisation inlines across files; the launch path does not
+# need it (its wrappers, handlers and check are one translation unit and
+# what they read is inline: docs/launch-path.md, make bench-hotpath counts
+# both builds).  It needs a compiler driver whose LTO plugin the system
+# linker can run, so a tiny try-link decides; LTO= builds without it.
 ifeq ($(origin LTO),undefined)
 lto_try = $(shell d=$$(mktemp -d) && printf 'int f(void){return 0;}\n' >$$d/t.c && \
 	$(CC) $(1) -O2 -fPIC -shared -o $$d/t.so $$d/t.c >/dev/null 2>&1 && echo $(1); rm -rf $$d)

@@ -2,9 +2,13 @@
  * no GPU, no timer noise.  bench/hotpath.sh runs this under callgrind with
  * and without the shim, at two launch counts, and divides.
  *
- *   hotpath plain|expert N   N launches of a kernel no rule names (plain),
- *                            or of a DeepGEMM-named one whose pointer and
- *                            tensor-map parameters are all checked (expert) */
+ *   hotpath plain|expert|runtime N
+ *                            N launches of a kernel no rule names (plain),
+ *                            of a DeepGEMM-named one whose pointer and
+ *                            tensor-map parameters are all checked (expert),
+ *                            or of the plain kernel from a library, its
+ *                            CUfunction asked for again before each launch
+ *                            as libcudart does (runtime) */
 #include <cuda.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,10 +22,10 @@
 int main(int argc, char **argv)
 {
 	if (argc != 3) {
-		fprintf(stderr, "usage: hotpath plain|expert N\n");
+		fprintf(stderr, "usage: hotpath plain|expert|runtime N\n");
 		return 2;
 	}
-	int expert = strcmp(argv[1], "expert") == 0;
+	int expert = strcmp(argv[1], "expert") == 0, runtime = strcmp(argv[1], "runtime") == 0;
 	long n = atol(argv[2]);
 	const char *image = expert
 		? "//ctxguard-fake-image\n.kernel " EXPERT " 8,4,4,4,128,128,128\n"
@@ -36,8 +40,16 @@ int main(int argc, char **argv)
 	CU(cuDevicePrimaryCtxRetain(&ctx, dev));
 	CU(cuCtxSetCurrent(ctx));
 	CU(cuStreamCreate(&s, 0));
-	CU(cuModuleLoadData(&mod, image));
-	CU(cuModuleGetFunction(&f, mod, expert ? EXPERT : "vector_add"));
+	CUlibrary lib;
+	CUkernel k;
+	if (runtime) {
+		CU(cuLibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0));
+		CU(cuLibraryGetKernel(&k, lib, "vector_add"));
+		CU(cuKernelGetFunction(&f, k));
+	} else {
+		CU(cuModuleLoadData(&mod, image));
+		CU(cuModuleGetFunction(&f, mod, expert ? EXPERT : "vector_add"));
+	}
 	CUdeviceptr buf;
 	CU(cuMemAlloc(&buf, 1 << 20));
 	CUtensorMap maps[3];
@@ -52,9 +64,12 @@ int main(int argc, char **argv)
 	unsigned sizes[3] = {1024, 1024, 1024};
 	void *plain_args[] = {&buf, &buf, &buf, &sizes[0]};
 	void *expert_args[] = {&buf, &sizes[0], &sizes[1], &sizes[2], &maps[0], &maps[1], &maps[2]};
-	for (long i = 0; i < n; i++)
+	for (long i = 0; i < n; i++) {
+		if (runtime)
+			CU(cuKernelGetFunction(&f, k));
 		CU(cuLaunchKernel(f, 1, 1, 1, 128, 1, 1, 0, s, expert ? expert_args : plain_args,
 				     NULL));
+	}
 	CU(cuStreamSynchronize(s));
 	return 0;
 }

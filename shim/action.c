@@ -13,7 +13,7 @@
 /* The error action's message for cuGetErrorString, per thread: a framework
  * turns the refused launch into an exception carrying it (DeepGEMM formats
  * cuGetErrorName/cuGetErrorString into its RuntimeError). */
-static _Thread_local CUresult refused_code CG_TLS;
+_Thread_local CUresult cg_refused_code CG_TLS;
 static _Thread_local char *refused_text CG_TLS;   /* per thread, on first refusal */
 static pthread_key_t text_key;
 static pthread_once_t text_once = PTHREAD_ONCE_INIT;
@@ -126,9 +126,9 @@ CUresult cg_act_as(struct cg_crossing *c, const struct cg_fn *fn, int action)
 		abort();
 	case CG_ACT_ERROR: {
 		char *text = text_buffer();
-		refused_code = (CUresult)cg_policy->error_code;
+		cg_refused_code = (CUresult)cg_policy->error_code;
 		if (!text)
-			return refused_code;
+			return cg_refused_code;
 		if (c->kind == 'b')
 			snprintf(text, TEXT,
 				 "%s [ctxguard: %s refused: kernel %s launched on device %d "
@@ -142,21 +142,16 @@ CUresult cg_act_as(struct cg_crossing *c, const struct cg_fn *fn, int action)
 				 "launched on device %d]",
 				 cg_crossing_message(cg_policy, c->rule), c->api, c->kernel,
 				 c->owner_dev, c->launch_dev);
-		return refused_code;
+		return cg_refused_code;
 	}
 	default:
 		return CUDA_SUCCESS;
 	}
 }
 
-void cg_error_clear(void)
-{
-	refused_code = CUDA_SUCCESS;
-}
-
 const char *cg_error_message(CUresult code)
 {
-	return refused_code != CUDA_SUCCESS && refused_code == code ? refused_text : NULL;
+	return cg_refused_code != CUDA_SUCCESS && cg_refused_code == code ? refused_text : NULL;
 }
 
 CUresult cg_on_cuGetErrorString(const struct cg_variant *v, CUresult error, const char **str)

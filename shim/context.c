@@ -16,15 +16,26 @@ CUcontext cg_current_ctx(void)
 	return c;
 }
 
+/* A context or stream destroyed anywhere moves the epoch, which voids
+ * every thread's remembered answers (its handle may come back for another
+ * device or context). */
+_Atomic unsigned cg_ctx_epoch;
+_Thread_local struct cg_last_stream cg_last_stream CG_TLS;
+
 /* The stream's context decides, as measured on H200s; the NULL, legacy and
- * per-thread streams belong to whatever context is current. */
-CUcontext cg_launch_ctx(CUstream s)
+ * per-thread streams belong to whatever context is current.  A stream's
+ * answer is kept for the thread's next launch on it (cg_launch_ctx). */
+CUcontext cg_launch_ctx_ask(CUstream s)
 {
 	if ((uintptr_t)s <= (uintptr_t)CU_STREAM_PER_THREAD)
 		return cg_current_ctx();
+	/* Read before the driver, so a destroy racing with the question
+	 * voids what is kept. */
+	unsigned now = atomic_load_explicit(&cg_ctx_epoch, memory_order_acquire);
 	CUcontext c = NULL;
 	if (cg_call.cuStreamGetCtx(s, &c) != CUDA_SUCCESS)
 		return NULL;
+	cg_last_stream = (struct cg_last_stream){s, c, now};
 	return c;
 }
 
@@ -53,25 +64,16 @@ static int query_device(CUcontext ctx)
 	return dev;
 }
 
-/* Each thread's last answer: launches come in runs on one context.  A
- * context destroyed anywhere bumps the epoch, which voids them all (its
- * handle may come back for another device). */
-static _Atomic unsigned epoch;
-static _Thread_local struct {
-	CUcontext ctx;
-	int dev;
-	unsigned epoch;
-} last CG_TLS;
+/* Each thread's last answer: launches come in runs on one context. */
+_Thread_local struct cg_last_ctx cg_last_ctx CG_TLS;
 
-int cg_ctx_device(CUcontext ctx)
+int cg_ctx_device_ask(CUcontext ctx)
 {
 	if (!ctx)
 		return -1;
 	/* Read before the table, so a destroy racing with this lookup voids
 	 * what it stores. */
-	unsigned now = atomic_load_explicit(&epoch, memory_order_acquire);
-	if (CG_LIKELY(last.ctx == ctx && last.epoch == now))
-		return last.dev;
+	unsigned now = atomic_load_explicit(&cg_ctx_epoch, memory_order_acquire);
 	uintptr_t v = (uintptr_t)cg_table_get(&devices, (uintptr_t)ctx);
 	int dev = v ? (int)v - 1 : query_device(ctx);
 	if (dev < 0)
@@ -82,12 +84,10 @@ int cg_ctx_device(CUcontext ctx)
 		 * answer may be about a dead context whose handle will come
 		 * back for another device.  Take it out again (a later launch
 		 * asks the driver anew). */
-		if (atomic_load(&epoch) != now)
+		if (atomic_load(&cg_ctx_epoch) != now)
 			cg_table_del(&devices, (uintptr_t)ctx);
 	}
-	last.ctx = ctx;
-	last.dev = dev;
-	last.epoch = now;
+	cg_last_ctx = (struct cg_last_ctx){ctx, dev, now};
 	return dev;
 }
 
@@ -96,17 +96,17 @@ int cg_ctx_device(CUcontext ctx)
  * from the table in between is not kept as current. */
 void cg_ctx_forget(CUcontext ctx)
 {
-	atomic_fetch_add(&epoch, 1);
+	atomic_fetch_add(&cg_ctx_epoch, 1);
 	cg_table_del(&devices, (uintptr_t)ctx);
 	cg_table_del(&domains, (uintptr_t)ctx);
-	atomic_fetch_add(&epoch, 1);
+	atomic_fetch_add(&cg_ctx_epoch, 1);
 }
 
 void cg_context_reset(void)
 {
 	cg_table_reset(&devices);
 	cg_table_reset(&domains);
-	atomic_fetch_add_explicit(&epoch, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&cg_ctx_epoch, 1, memory_order_relaxed);
 }
 
 /* What the driver says of a context met without a hook seeing it made:
@@ -130,13 +130,13 @@ CUcontext cg_ctx_domain(CUcontext ctx, CUstream s)
 {
 	if (!ctx)
 		return NULL;
-	unsigned now = atomic_load_explicit(&epoch, memory_order_acquire);
+	unsigned now = atomic_load_explicit(&cg_ctx_epoch, memory_order_acquire);
 	CUcontext d = cg_table_get(&domains, (uintptr_t)ctx);
 	if (CG_LIKELY(d) || !(d = query_domain(ctx, s)))
 		return d ? d : ctx;
 	cg_table_put(&domains, (uintptr_t)ctx, d);
 	/* As in cg_ctx_device: a destroy in between voids the answer. */
-	if (atomic_load(&epoch) != now)
+	if (atomic_load(&cg_ctx_epoch) != now)
 		cg_table_del(&domains, (uintptr_t)ctx);
 	return d;
 }

@@ -5,42 +5,15 @@
 
 #include "shim.h"
 
-/* cuGetProcAddress hands out entry points: while another thread starts
- * the shim it still answers with wrappers (found afresh), so what it
- * returns is checked once start-up is done; it passes nothing unchecked. */
-#define CG_LOOKUP(sym) \
-	(CG_V_##sym == CG_V_cuGetProcAddress || CG_V_##sym == CG_V_cuGetProcAddress_v2)
-
-/* One wrapper per exported variant: count the call, then the family's
- * handler.  Until the shim is ready (libcuda absent, a call made while
- * initialising, or one that stopped waiting for another thread's start-up)
- * the wrapper forwards untouched, so an inert library never changes
- * behaviour. */
+/* One wrapper per exported variant (CG_WRAPPER, shim.h); the launches'
+ * are made in shim/launch.c, next to their handlers. */
 #define FAMILY(fam)
-#define VARIANT(fam, sym)                                                    \
-	CG_EXPORT CUresult sym P_##fam                                       \
-	{                                                                    \
-		const struct cg_variant *v = &cg_variants[CG_V_##sym];       \
-		if (CG_UNLIKELY(!cg_ready(CG_LOOKUP(sym) ? NULL : #sym))) {  \
-			struct cg_variant u = {v->symbol, v->family, v->hook, \
-					       cg_starting_real(v)};         \
-			if (!u.real)                                         \
-				return CUDA_ERROR_NOT_INITIALIZED;           \
-			if (CG_LOOKUP(sym) && cg_starting_elsewhere())       \
-				return cg_on_##fam(&u, CG_UNPAREN(A_##fam)); \
-			return CG_REAL(fam, &u)(CG_UNPAREN(A_##fam));        \
-		}                                                            \
-		/* A variant this driver lacks (an older driver; a probe  \
-		 * with dlsym(RTLD_DEFAULT) finds our export all the      \
-		 * same): refused, as the driver would, not called. */    \
-		if (CG_UNLIKELY(!v->real))                                   \
-			return CUDA_ERROR_NOT_FOUND;                         \
-		cg_count_variant(CG_V_##sym);                                \
-		return cg_on_##fam(v, CG_UNPAREN(A_##fam));                  \
-	}
+#define VARIANT(fam, sym) CG_WRAPPER(fam, sym)
+#define LAUNCH(fam, sym)
 #include "hooks.def"
 #undef FAMILY
 #undef VARIANT
+#undef LAUNCH
 
 struct cg_variant cg_variants[CG_NVARIANTS] = {
 #define FAMILY(fam)

@@ -1,18 +1,26 @@
 /* Launch entry points: the check every kernel launch in the process goes
  * through.  The hot path is one lock-free registry read and, for a checked
- * function, one cuCtxGetCurrent or cuStreamGetCtx, plus one lock-free map
- * read per pointer operand; nothing is allocated. */
+ * function, one cuCtxGetCurrent (NULL, legacy and per-thread streams; a
+ * stream's context is asked once per thread, cg_launch_ctx), plus one
+ * lock-free map read per pointer operand; nothing is allocated. */
 #include <string.h>
 
+/* The handlers are inlined into the wrappers at the end of this file. */
+#define CG_HANDLER_INLINE inline __attribute__((always_inline))
 #include "shadow.h"
 
-static CUresult crossing(const char *api, const struct cg_fn *fn, CUcontext launch_ctx,
-			 CUstream stream)
+static __attribute__((noinline, cold)) CUresult
+crossing(const char *api, const struct cg_fn *fn, CUcontext launch_ctx, CUstream stream)
 {
 	struct cg_crossing c;
 	cg_crossing_init(&c, 'a', api, fn, launch_ctx, cg_ctx_device(launch_ctx), stream);
 	return cg_act(&c, fn);
 }
+
+/* The record a launch wrapper's fast path found for a function it had to
+ * leave to the check (passes()), handed to that check, its next step on
+ * this thread: the function is looked up once per launch. */
+static _Thread_local const struct cg_fn *handed CG_TLS;
 
 /* The operand check each checked launch makes, chosen once from the
  * policy: one pointer instead of two settings read per launch, so that the
@@ -25,13 +33,18 @@ void cg_launch_configure(const struct cg_policy *p)
 	operand_check = p->shadow ? cg_shadow_check : p->operands ? cg_check_operands : NULL;
 }
 
-/* Inlined into each launch handler: the hot path of every launch. */
+/* Inlined into each launch handler: the check of a launch that the
+ * wrappers' fast path (passes(), below) could not let through. */
 static inline __attribute__((always_inline)) CUresult
 check(const char *api, CUfunction f, CUcontext launch_ctx, CUstream stream, void **params,
       void **extra)
 {
 	cg_count(CG_C_LAUNCHES);
-	const struct cg_fn *fn = cg_fn_get((uintptr_t)f);
+	const struct cg_fn *fn = handed;
+	if (fn)
+		handed = NULL;
+	if (!fn || fn->handle != (uintptr_t)f)
+		fn = cg_fn_get((uintptr_t)f);
 	int all = cg_policy->scope == CG_SCOPE_ALL;
 	if (CG_UNLIKELY(!fn)) {
 		/* Loaded out of sight (cudart's own fatbins): only its
@@ -203,3 +216,56 @@ CUresult cg_check_each(const char *api, const CUDA_LAUNCH_PARAMS *list, unsigned
 
 CG_CHECKED(cuLaunchCooperativeKernelMultiDevice,
 	   cg_check_each(v->symbol, launchParamsList, numDevices))
+
+/* A launch that passes unchecked, decided without a call: ctxguard is
+ * ready, the driver has the variant, this thread counts in a block of its
+ * own, no backstop waits for a mark, and the scope leaves the function
+ * out.  It is counted and clears the refusal message, as check() would. */
+static inline __attribute__((always_inline)) int passes(int variant, CUfunction f)
+{
+	_Atomic unsigned long *counts = cg_counts.v;
+	if (CG_UNLIKELY(atomic_load_explicit(&cg_state, memory_order_acquire) != 2) ||
+	    CG_UNLIKELY(!cg_variants[variant].real) || CG_UNLIKELY(!counts) ||
+	    CG_UNLIKELY(cg_counts.shared) || CG_UNLIKELY(cg_policy->backstop) ||
+	    CG_UNLIKELY(cg_policy->scope == CG_SCOPE_ALL))
+		return 0;
+	const struct cg_fn *fn = cg_fn_get((uintptr_t)f);
+	if (fn && fn->rule >= 0) {
+		handed = fn;
+		return 0;
+	}
+	cg_bump_own(counts, CG_NCOUNTERS + variant);
+	cg_bump_own(counts, CG_C_LAUNCHES);
+	cg_error_clear();
+	return 1;
+}
+
+/* The function each launch family launches, for that fast path (NULL:
+ * none, always checked). */
+#define F_cuLaunchKernel f
+#define F_cuLaunchKernelEx f
+#define F_cuLaunchCooperativeKernel f
+#define F_cuLaunchCooperativeKernelMultiDevice NULL
+#define F_cuLaunch f
+#define F_cuLaunchGrid f
+#define F_cuLaunchGridAsync f
+
+/* The launches' exported wrappers: the fast path, else the wrapper every
+ * other entry point has (CG_WRAPPER_AS), here so that it inlines its
+ * handler and the check without link-time optimisation.  Either way one
+ * tail call with the program's own arguments. */
+#define FAMILY(fam)
+#define VARIANT(fam, sym)
+#define LAUNCH(fam, sym)                                                     \
+	static __attribute__((noinline)) CG_WRAPPER_AS(fam, sym, checked_##sym) \
+	CG_EXPORT CUresult sym P_##fam                                       \
+	{                                                                    \
+		cg_pfn_##fam to = checked_##sym;                             \
+		if (F_##fam && passes(CG_V_##sym, F_##fam))                  \
+			to = CG_REAL(fam, &cg_variants[CG_V_##sym]);         \
+		return to(CG_UNPAREN(A_##fam));                              \
+	}
+#include "hooks.def"
+#undef FAMILY
+#undef VARIANT
+#undef LAUNCH

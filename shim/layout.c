@@ -135,15 +135,12 @@ static const struct cg_layout *build(const struct cg_fn *fn)
 	return l;
 }
 
-const struct cg_layout *cg_layout_of(const struct cg_fn *fn, CUstream stream)
+const struct cg_layout *cg_layout_build(const struct cg_fn *fn, CUstream stream)
 {
-	struct cg_fn *f = (struct cg_fn *)fn;
-	const struct cg_layout *l = atomic_load_explicit(&f->layout, memory_order_acquire);
-	if (CG_LIKELY(l))
-		return l;
 	if (cg_capturing(stream))
 		return &empty;          /* asked again at the next launch */
-	l = build(fn);
+	struct cg_fn *f = (struct cg_fn *)fn;
+	const struct cg_layout *l = build(fn);
 	const struct cg_layout *expected = NULL;
 	/* Two threads may race to build it: one wins, the other's is freed. */
 	if (!atomic_compare_exchange_strong(&f->layout, &expected, l)) {

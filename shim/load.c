@@ -91,6 +91,14 @@ static void add_kernel_function(CUfunction *out, CUkernel kernel, const char *vi
 	if (!out || !*out)
 		return;
 	const struct cg_fn *k = cg_fn_get((uintptr_t)kernel);
+	/* libcudart asks again before every launch: the function recorded
+	 * from this kernel already is the same answer, known without asking
+	 * the driver for the current context (a live CUfunction stays in the
+	 * context it was made in; an unload or the context's end unpublishes
+	 * its record). */
+	const struct cg_fn *f = cg_fn_get((uintptr_t)*out);
+	if (k && f && f->owner && !f->flags && f->mod == k->mod && strcmp(f->name, k->name) == 0)
+		return;
 	const char *name = k ? k->name : NULL;
 	if (!name && cg_call.cuKernelGetName)
 		cg_call.cuKernelGetName(&name, kernel);

@@ -127,6 +127,42 @@ static __attribute__((noinline, cold)) CUresult unknown_params(const char *api,
 	return CUDA_SUCCESS;
 }
 
+/* The launch's operand loop; inlined twice so that the kernelParams form
+ * with a known address word and an allocation map (every framework's
+ * launch on Hopper) tests nothing per operand that is decided per launch:
+ * the form, the word a tensor map keeps its address in (word: its byte
+ * offset), the map's pointer. */
+static inline __attribute__((always_inline)) CUresult
+walk(const char *api, const struct cg_fn *fn, CUcontext ctx, int dev, CUstream stream,
+     const struct cg_layout *l, void **params, const unsigned char *buf, size_t nbuf,
+     cg_tag *tags, size_t word)
+{
+	for (unsigned p = 0, n = l->n; p < n; p++) {
+		uintptr_t a;
+		int tag = 0;
+		if (tags) {
+			const unsigned char *bytes = params[l->p[p].index];
+			memcpy(&a, bytes + (l->p[p].kind == CG_P_TMAP ? word : 0), sizeof a);
+			/* Small integers and non-canonical values: no address
+			 * (cg_mem_device); one unsigned compare for both. */
+			if (a - 0x10000 >= ((uintptr_t)1 << 47) - 0x10000)
+				continue;
+			tag = atomic_load_explicit(&tags[a >> CG_MEM_SHIFT], memory_order_relaxed);
+			if (CG_LIKELY(tag == dev + 1 || tag == CG_MEM_TAG_ANY))
+				continue;
+		} else {
+			const void *bytes;
+			if (!cg_operand_address(l, p, params, buf, nbuf, &bytes, &a))
+				continue;
+		}
+		int d = tag ? cg_mem_tag_device(tag) : cg_mem_device(a, stream);
+		if (CG_LIKELY(d < 0 || d == dev))
+			continue;
+		return crossing(api, fn, ctx, dev, stream, l, p, params, buf, nbuf);
+	}
+	return CUDA_SUCCESS;
+}
+
 CUresult cg_check_operands(const char *api, const struct cg_fn *fn, CUcontext ctx,
 			   CUstream stream, void **params, void **extra)
 {
@@ -152,15 +188,13 @@ CUresult cg_check_operands(const char *api, const struct cg_fn *fn, CUcontext ct
 	int dev = cg_ctx_device(ctx);
 	if (dev < 0)
 		return CUDA_SUCCESS;
-	for (unsigned p = 0; p < l->n; p++) {
-		const void *bytes;
-		uintptr_t a;
-		if (!cg_operand_address(l, p, params, buf, nbuf, &bytes, &a))
-			continue;
-		int d = cg_mem_device(a, stream);
-		if (CG_LIKELY(d < 0 || d == dev))
-			continue;
-		return crossing(api, fn, ctx, dev, stream, l, p, params, buf, nbuf);
-	}
-	return CUDA_SUCCESS;
+	/* Without a known address word a tensor map is looked up by its
+	 * bytes (cg_operand_address); without the map, an address is looked
+	 * up in the table (cg_mem_device). */
+	uint32_t words = atomic_load_explicit(&cg_tmap_addr_words, memory_order_relaxed) & CG_TMAP_WORDS;
+	cg_tag *tags = atomic_load_explicit(&cg_granule_tags, memory_order_acquire);
+	if (CG_LIKELY(params && words && tags))
+		return walk(api, fn, ctx, dev, stream, l, params, NULL, 0, tags,
+			    8 * (size_t)__builtin_ctz(words));
+	return walk(api, fn, ctx, dev, stream, l, params, buf, nbuf, NULL, 0);
 }

@@ -15,7 +15,7 @@
 
 static struct cg_table mods = CG_TABLE_INIT;   /* CUmodule -> cg_mod */
 static struct cg_table libs = CG_TABLE_INIT;   /* CUlibrary -> cg_mod */
-static struct cg_table fns = CG_TABLE_INIT;    /* CUfunction/CUkernel -> cg_fn */
+struct cg_table cg_fns = CG_TABLE_INIT;        /* CUfunction/CUkernel -> cg_fn */
 static _Atomic size_t nexperts;
 
 /* Unpublished records stay reachable from here (and so are not leaks).
@@ -184,7 +184,7 @@ void cg_mod_remove(uintptr_t handle)
 	}
 	/* An unload of a module loaded out of sight may take any function
 	 * first met at launch with it. */
-	cg_table_sweep(&fns, m ? fn_of : fn_unseen, m);
+	cg_table_sweep(&cg_fns, m ? fn_of : fn_unseen, m);
 }
 
 const struct cg_fn *cg_fn_add(uintptr_t handle, CUcontext owner, unsigned flags,
@@ -192,7 +192,7 @@ const struct cg_fn *cg_fn_add(uintptr_t handle, CUcontext owner, unsigned flags,
 {
 	/* libcudart asks cuKernelGetFunction again at every launch: the same
 	 * answer again costs one lookup, not a new record. */
-	const struct cg_fn *old = cg_table_get(&fns, handle);
+	const struct cg_fn *old = cg_table_get(&cg_fns, handle);
 	if (old && old->owner == owner && old->mod == mod && old->flags == flags &&
 	    strcmp(old->name, name ? name : "<unnamed>") == 0)
 		return old;
@@ -216,13 +216,8 @@ const struct cg_fn *cg_fn_add(uintptr_t handle, CUcontext owner, unsigned flags,
 				  mod ? mod->path : NULL, mod ? mod->hash : NULL);
 	if (f->rule >= 0)
 		atomic_fetch_add(&nexperts, 1);
-	cg_table_put(&fns, handle, f);
+	cg_table_put(&cg_fns, handle, f);
 	return f;
-}
-
-const struct cg_fn *cg_fn_get(uintptr_t handle)
-{
-	return cg_table_get(&fns, handle);
 }
 
 const struct cg_fn *cg_fn_seen(uintptr_t handle, CUstream stream)
@@ -269,13 +264,13 @@ void cg_registry_forget_ctx(CUcontext ctx)
 	if (!ctx)
 		return;
 	cg_table_sweep(&mods, mod_owned, ctx);
-	cg_table_sweep(&fns, fn_owned, ctx);
+	cg_table_sweep(&cg_fns, fn_owned, ctx);
 }
 
 void cg_registry_counts(size_t *nmods, size_t *nfns, size_t *nexp)
 {
 	*nmods = cg_table_live(&mods) + cg_table_live(&libs);
-	*nfns = cg_table_live(&fns);
+	*nfns = cg_table_live(&cg_fns);
 	*nexp = atomic_load(&nexperts);
 }
 
@@ -283,6 +278,6 @@ void cg_registry_reset(void)
 {
 	cg_table_reset(&mods);
 	cg_table_reset(&libs);
-	cg_table_reset(&fns);
+	cg_table_reset(&cg_fns);
 	atomic_store(&nexperts, 0);
 }

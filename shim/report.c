@@ -16,33 +16,22 @@
 
 /* Counters live in per-thread blocks so the launch path never shares a
  * cache line: a thread owns its block and bumps it with a plain add
- * (relaxed load + store); past the pool's size threads share blocks and
- * need a real atomic add. */
-enum { POOL = 256, NSLOTS = CG_NCOUNTERS + CG_NVARIANTS };
+ * (cg_bump, shim.h); past the pool's size threads share blocks and need a
+ * real atomic add. */
+enum { POOL = 256, NSLOTS = CG_NSLOTS };
 static struct block {
 	_Atomic unsigned long v[NSLOTS];
 } __attribute__((aligned(64))) pool[POOL];
 static _Atomic unsigned next_block;
-static _Thread_local struct block *mine CG_TLS;
-static _Thread_local int shared CG_TLS;
+_Thread_local struct cg_counts cg_counts CG_TLS;
 
-static inline void bump(int slot)
+void cg_bump_first(int slot)
 {
-	if (CG_UNLIKELY(!mine)) {
-		unsigned i = atomic_fetch_add(&next_block, 1);
-		shared = i >= POOL;
-		mine = &pool[i % POOL];
-	}
-	if (CG_LIKELY(!shared))
-		atomic_store_explicit(&mine->v[slot],
-				      atomic_load_explicit(&mine->v[slot], memory_order_relaxed) + 1,
-				      memory_order_relaxed);
-	else
-		atomic_fetch_add_explicit(&mine->v[slot], 1, memory_order_relaxed);
+	unsigned i = atomic_fetch_add(&next_block, 1);
+	cg_counts.shared = i >= POOL;
+	cg_counts.v = pool[i % POOL].v;
+	cg_bump(slot);
 }
-
-void cg_count(enum cg_counter c) { bump(c); }
-void cg_count_variant(int variant) { bump(CG_NCOUNTERS + variant); }
 
 static unsigned long total(int slot)
 {
@@ -321,7 +310,7 @@ void cg_report_forked(void)
 	memset(pool, 0, sizeof pool);
 	atomic_store(&next_block, 0);
 	atomic_store(&summarised, 0);
-	mine = NULL;
+	cg_counts.v = NULL;
 }
 
 /* Each line on stderr and as one log event. */

@@ -14,6 +14,10 @@
 #include "../policy/policy.h"
 #include "table.h"
 
+/* Everything declared below is the library's own (the exports say
+ * CG_EXPORT): known local, a global is read without a GOT indirection. */
+#pragma GCC visibility push(hidden)
+
 #define CG_EXPORT __attribute__((visibility("default")))
 /* Static TLS: the launch path reads it, and a general-dynamic access would
  * be a __tls_get_addr call each time. */
@@ -85,7 +89,13 @@ extern struct cg_variant cg_variants[CG_NVARIANTS];
 /* What a call wrote back through out-parameter p, as a word; 0 when p is
  * NULL (the recorders then ignore it). */
 #define CG_OUT(p) ((p) ? (uintptr_t)*(p) : 0)
-#define CG_HANDLER(fam) CUresult cg_on_##fam(const struct cg_variant *v, CG_UNPAREN(P_##fam))
+/* A file whose wrappers and handlers are one unit (shim/launch.c) defines
+ * CG_HANDLER_INLINE to have each handler inlined into its wrappers. */
+#ifndef CG_HANDLER_INLINE
+#define CG_HANDLER_INLINE
+#endif
+#define CG_HANDLER(fam)                                                      \
+	CG_HANDLER_INLINE CUresult cg_on_##fam(const struct cg_variant *v, CG_UNPAREN(P_##fam))
 #define CG_AFTER(fam, then)                                                  \
 	CG_HANDLER(fam)                                                      \
 	{                                                                    \
@@ -102,14 +112,15 @@ extern struct cg_variant cg_variants[CG_NVARIANTS];
 		return CG_REAL(fam, v)(CG_UNPAREN(A_##fam));                  \
 	}
 /* A launch the hooks passed (or ctxguard made itself) reaches the driver
- * marked, so the CUPTI backstop does not count it as unhooked. */
+ * marked, so the CUPTI backstop does not count it as unhooked.  Without
+ * the backstop nothing reads the mark, and the call stays a tail call. */
 #define CG_MARKED(call)                                                      \
-	__extension__({                                                      \
+	(CG_LIKELY(!cg_policy->backstop) ? (call) : __extension__({         \
 		cg_hooked_call = 1;                                          \
 		CUresult m_ = (call);                                        \
 		cg_hooked_call = 0;                                          \
 		m_;                                                          \
-	})
+	}))
 #define CG_CHECKED_THEN(fam, check, then)                                    \
 	CG_HANDLER(fam)                                                      \
 	{                                                                    \
@@ -123,6 +134,41 @@ extern struct cg_variant cg_variants[CG_NVARIANTS];
 		return rc_;                                                  \
 	}
 #define CG_CHECKED(fam, check) CG_CHECKED_THEN(fam, check, (void)0)
+
+/* cuGetProcAddress hands out entry points: while another thread starts
+ * the shim it still answers with wrappers (found afresh), so what it
+ * returns is checked once start-up is done; it passes nothing unchecked. */
+#define CG_LOOKUP(sym) \
+	(CG_V_##sym == CG_V_cuGetProcAddress || CG_V_##sym == CG_V_cuGetProcAddress_v2)
+
+/* The exported wrapper of variant sym (shim/entry.c, and shim/launch.c for
+ * the launches): count the call, then the family's handler.  Until the
+ * shim is ready (libcuda absent, a call made while initialising, or one
+ * that stopped waiting for another thread's start-up) the wrapper forwards
+ * untouched, so an inert library never changes behaviour. */
+#define CG_WRAPPER(fam, sym) CG_EXPORT CG_WRAPPER_AS(fam, sym, sym)
+/* The same body under another name (shim/launch.c's checked path). */
+#define CG_WRAPPER_AS(fam, sym, name)                                        \
+	CUresult name P_##fam                                                \
+	{                                                                    \
+		const struct cg_variant *v = &cg_variants[CG_V_##sym];       \
+		if (CG_UNLIKELY(!cg_ready(CG_LOOKUP(sym) ? NULL : #sym))) {  \
+			struct cg_variant u = {v->symbol, v->family, v->hook, \
+					       cg_starting_real(v)};         \
+			if (!u.real)                                         \
+				return CUDA_ERROR_NOT_INITIALIZED;           \
+			if (CG_LOOKUP(sym) && cg_starting_elsewhere())       \
+				return cg_on_##fam(&u, CG_UNPAREN(A_##fam)); \
+			return CG_REAL(fam, &u)(CG_UNPAREN(A_##fam));        \
+		}                                                            \
+		/* A variant this driver lacks (an older driver; a probe  \
+		 * with dlsym(RTLD_DEFAULT) finds our export all the      \
+		 * same): refused, as the driver would, not called. */    \
+		if (CG_UNLIKELY(!v->real))                                   \
+			return CUDA_ERROR_NOT_FOUND;                         \
+		cg_count_variant(CG_V_##sym);                                \
+		return cg_on_##fam(v, CG_UNPAREN(A_##fam));                  \
+	}
 
 /* The hook that stands for real function p, or NULL: the identity map that
  * dlsym and cuGetProcAddress use. */
@@ -286,8 +332,13 @@ const struct cg_mod *cg_lib_get(uintptr_t handle);
 void cg_mod_remove(uintptr_t handle);        /* module or library, and its functions */
 const struct cg_fn *cg_fn_add(uintptr_t handle, CUcontext owner, unsigned flags,
 			      const char *via, const char *name, const struct cg_mod *mod);
-/* Lock-free: the launch path's only registry read. */
-const struct cg_fn *cg_fn_get(uintptr_t handle);
+/* CUfunction/CUkernel -> cg_fn (shim/registry.c). */
+extern struct cg_table cg_fns;
+/* Lock-free and inline: the launch path's only registry read. */
+static inline const struct cg_fn *cg_fn_get(uintptr_t handle)
+{
+	return cg_table_get(&cg_fns, handle);
+}
 /* A function first met at launch (loaded out of sight): registered once,
  * unowned, so its operands can be checked under scope all. */
 const struct cg_fn *cg_fn_seen(uintptr_t handle, CUstream stream);
@@ -298,9 +349,49 @@ void cg_registry_counts(size_t *mods, size_t *fns, size_t *experts);
 /* ---- contexts (shim/context.c) ---- */
 
 CUcontext cg_current_ctx(void);
-/* The context a launch on stream s runs in (current for NULL/legacy/ptds). */
-CUcontext cg_launch_ctx(CUstream s);
-int cg_ctx_device(CUcontext ctx);            /* -1 if unknown; cached */
+/* Each thread's last answers, valid while the epoch has not moved since:
+ * a context or stream destroyed anywhere moves it (ctxguard sees the
+ * destroys it hooks; the handle may come back for another context). */
+extern _Atomic unsigned cg_ctx_epoch;
+struct cg_last_stream {
+	CUstream stream;           /* never NULL, legacy or per-thread */
+	CUcontext ctx;
+	unsigned epoch;
+};
+extern _Thread_local struct cg_last_stream cg_last_stream CG_TLS;
+struct cg_last_ctx {
+	CUcontext ctx;
+	int dev;
+	unsigned epoch;
+};
+extern _Thread_local struct cg_last_ctx cg_last_ctx CG_TLS;
+CUcontext cg_launch_ctx_ask(CUstream s);
+int cg_ctx_device_ask(CUcontext ctx);
+/* The context a launch on stream s runs in (current for NULL/legacy/ptds):
+ * the thread's last answer for s while no destroy voided it, else the
+ * driver's. */
+static inline CUcontext cg_launch_ctx(CUstream s)
+{
+	if (CG_LIKELY(s == cg_last_stream.stream) &&
+	    (uintptr_t)s > (uintptr_t)CU_STREAM_PER_THREAD &&
+	    CG_LIKELY(cg_last_stream.epoch ==
+		      atomic_load_explicit(&cg_ctx_epoch, memory_order_acquire)))
+		return cg_last_stream.ctx;
+	return cg_launch_ctx_ask(s);
+}
+/* -1 if unknown; cached (the thread's last answer, then a table) */
+static inline int cg_ctx_device(CUcontext ctx)
+{
+	if (CG_LIKELY(ctx == cg_last_ctx.ctx) && ctx &&
+	    CG_LIKELY(cg_last_ctx.epoch == atomic_load_explicit(&cg_ctx_epoch, memory_order_acquire)))
+		return cg_last_ctx.dev;
+	return cg_ctx_device_ask(ctx);
+}
+/* A stream was destroyed: every thread's last stream answer is void. */
+static inline void cg_stream_gone(void)
+{
+	atomic_fetch_add(&cg_ctx_epoch, 1);
+}
 /* The context whose modules ctx runs (docs/contexts.md): for a green
  * context's CUcontext, its device's primary context; for any other, ctx.
  * Known when the context was made (the hooks of shim/green.c and
@@ -417,8 +508,14 @@ struct cg_layout {
 	struct { uint16_t index; uint16_t kind; uint32_t offset; } p[];
 };
 /* The parameters worth checking, from cuFuncGetParamInfo, once per
- * function (cached in the record). */
-const struct cg_layout *cg_layout_of(const struct cg_fn *fn, CUstream stream);
+ * function (cached in the record: inline, one load once built). */
+const struct cg_layout *cg_layout_build(const struct cg_fn *fn, CUstream stream);
+static inline const struct cg_layout *cg_layout_of(const struct cg_fn *fn, CUstream stream)
+{
+	const struct cg_layout *l =
+		atomic_load_explicit(&((struct cg_fn *)fn)->layout, memory_order_acquire);
+	return CG_LIKELY(l) ? l : cg_layout_build(fn, stream);
+}
 
 /* Kind (b) for one launch of fn in ctx (shim/operands.c): its parameters
  * are kernelParams, else extra's buffer, or with extra CG_PARAM_SPACE what
@@ -513,7 +610,13 @@ CUresult cg_act_as(struct cg_crossing *c, const struct cg_fn *fn, int action);
 /* Each kernel's first few crossings are reported in full; after that they
  * are counted, so a warn-mode loop cannot flood stderr or the log. */
 enum { CG_REPORTS_PER_KERNEL = 8 };
-void cg_error_clear(void);                   /* a launch went through */
+/* The code this thread's last refusal returned (shim/action.c), whose
+ * message cuGetErrorString gives while it stands. */
+extern _Thread_local CUresult cg_refused_code CG_TLS;
+static inline void cg_error_clear(void)      /* a launch went through */
+{
+	cg_refused_code = CUDA_SUCCESS;
+}
 /* The message that replaces cuGetErrorString's for this thread, or NULL. */
 const char *cg_error_message(CUresult code);
 
@@ -546,9 +649,37 @@ enum cg_counter {
 extern const struct cg_counter_info {
 	const char *key, *group, *one, *many;
 } cg_counters[CG_NCOUNTERS];
-void cg_count(enum cg_counter c);            /* sharded, no shared cache line */
+/* The calling thread's block of counters (shim/report.c), and whether
+ * other threads share it (past the pool's size); v is NULL until its
+ * first count, which cg_bump_first makes. */
+enum { CG_NSLOTS = CG_NCOUNTERS + CG_NVARIANTS };
+struct cg_counts {
+	_Atomic unsigned long *v;
+	int shared;
+};
+extern _Thread_local struct cg_counts cg_counts CG_TLS;
+void cg_bump_first(int slot);
+/* A count in a block the thread owns: a plain add, no locked instruction. */
+static inline void cg_bump_own(_Atomic unsigned long *v, int slot)
+{
+	atomic_store_explicit(&v[slot], atomic_load_explicit(&v[slot], memory_order_relaxed) + 1,
+			      memory_order_relaxed);
+}
+/* Inline: the launch path counts twice (the variant, the check). */
+static inline void cg_bump(int slot)
+{
+	_Atomic unsigned long *v = cg_counts.v;
+	if (CG_UNLIKELY(!v))
+		cg_bump_first(slot);
+	else if (CG_LIKELY(!cg_counts.shared))
+		cg_bump_own(v, slot);
+	else
+		atomic_fetch_add_explicit(&v[slot], 1, memory_order_relaxed);
+}
+/* sharded, no shared cache line */
+static inline void cg_count(enum cg_counter c) { cg_bump(c); }
+static inline void cg_count_variant(int variant) { cg_bump(CG_NCOUNTERS + variant); }
 unsigned long cg_counter_total(enum cg_counter c);
-void cg_count_variant(int variant);
 void cg_report_start(void);              /* once, at init */
 void cg_report_forked(void);             /* in a forked child */
 /* One JSON object {"event":"...",...} per line of the log, time, host,
@@ -600,5 +731,7 @@ void cg_metrics_write(const unsigned long *totals);
  * something else gives a fresh name beside it: then that path is in fresh
  * and why says what was at the name (counted: log_name_fallbacks). */
 int cg_log_open(const char *path, int mode, char *why, size_t n, char *fresh, size_t nfresh);
+
+#pragma GCC visibility pop
 
 #endif

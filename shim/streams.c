@@ -88,4 +88,14 @@ static void created(CUstream *s)
 CG_AFTER(cuStreamCreate, created(phStream))
 CG_AFTER(cuStreamCreateWithPriority, created(phStream))
 CG_AFTER(cuGreenCtxStreamCreate, created(phStream))
-CG_BEFORE(cuStreamDestroy, drop(hStream))
+/* The launch path's remembered stream contexts are voided before the
+ * destroy and after it, as a context's end voids them (cg_ctx_forget): an
+ * answer kept while the destroy ran is void too. */
+CG_HANDLER(cuStreamDestroy)
+{
+	drop(hStream);
+	cg_stream_gone();
+	CUresult rc = CG_REAL(cuStreamDestroy, v)(hStream);
+	cg_stream_gone();
+	return rc;
+}

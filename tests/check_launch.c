@@ -134,6 +134,17 @@ START_TEST(reused_handle_has_no_stale_owner)
 }
 END_TEST
 
+/* A stream's context is remembered for the thread's next launch on it,
+ * until a destroy: the handle that comes back is another context's. */
+START_TEST(reused_stream_handle_has_no_stale_context)
+{
+	scenario("error", _i ? "procaddr" : "dlsym", "data", "launch", "stream_reuse", "expert",
+		 NULL);
+	ck_assert_msg(strstr(r.out, "handle reused: yes"), "the fake did not reuse:\n%s", r.out);
+	assert_refused();
+}
+END_TEST
+
 START_TEST(without_shim_driver_refuses)
 {
 	const char *env[] = {"LD_PRELOAD=", NULL};
@@ -622,6 +633,7 @@ static Suite *suite(void)
 	tcase_add_loop_test(t, cukernel_is_never_flagged, 0, 2);
 	tcase_add_test(t, stream_context_decides);
 	tcase_add_loop_test(t, reused_handle_has_no_stale_owner, 0, 2);
+	tcase_add_loop_test(t, reused_stream_handle_has_no_stale_context, 0, 2);
 	tcase_add_test(t, without_shim_driver_refuses);
 	tcase_add_loop_test(t, multidev_count_past_the_list_is_left_to_the_driver, 0, 2);
 	suite_add_tcase(s, t);

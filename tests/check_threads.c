@@ -38,12 +38,17 @@ static void setup(const char *mode)
 	}
 }
 
-static CUresult launch(CUfunction f)
+static CUresult launch_on(CUfunction f, CUstream s)
 {
 	CUtensorMap arg[7];
 	memset(arg, 0, sizeof arg);
 	void *params[7] = {&arg[0], &arg[1], &arg[2], &arg[3], &arg[4], &arg[5], &arg[6]};
-	return cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, NULL, params, NULL);
+	return cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, s, params, NULL);
+}
+
+static CUresult launch(CUfunction f)
+{
+	return launch_on(f, NULL);
 }
 
 struct result {
@@ -77,26 +82,77 @@ static void *worker(void *arg)
 	return res;
 }
 
-START_TEST(sixteen_threads_two_devices)
+/* THREADS threads of body (argument: the thread's number), their results
+ * summed. */
+static struct result run_threads(void *(*body)(void *))
 {
-	setup("error");
 	pthread_t t[THREADS];
 	for (long i = 0; i < THREADS; i++)
-		ck_assert_int_eq(pthread_create(&t[i], NULL, worker, (void *)i), 0);
-	int ok = 0, refused = 0, wrong = 0, crossing_threads = 0;
+		ck_assert_int_eq(pthread_create(&t[i], NULL, body, (void *)i), 0);
+	struct result sum = {0, 0, 0};
 	for (long i = 0; i < THREADS; i++) {
 		struct result *res;
 		pthread_join(t[i], (void **)&res);
-		ok += res->ok;
-		refused += res->refused;
-		wrong += res->wrong;
-		crossing_threads += (i & 2) != 0;
+		sum.ok += res->ok;
+		sum.refused += res->refused;
+		sum.wrong += res->wrong;
 		free(res);
 	}
+	return sum;
+}
+
+START_TEST(sixteen_threads_two_devices)
+{
+	setup("error");
+	struct result r = run_threads(worker);
+	int crossing_threads = 0;
+	for (long i = 0; i < THREADS; i++)
+		crossing_threads += (i & 2) != 0;
 	int crossings = crossing_threads * (ROUNDS / CROSS_EVERY);
-	ck_assert_int_eq(wrong, 0);
-	ck_assert_int_eq(refused, crossings);
-	ck_assert_int_eq(ok, THREADS * ROUNDS - crossings);
+	ck_assert_int_eq(r.wrong, 0);
+	ck_assert_int_eq(r.refused, crossings);
+	ck_assert_int_eq(r.ok, THREADS * ROUNDS - crossings);
+}
+END_TEST
+
+/* Threads make a stream on one device and then the other, launch on it
+ * and destroy it, over and over: the driver hands the handles out again,
+ * to either device, and each launch is checked against the context its
+ * stream has now, never the one a thread remembered for an earlier one. */
+static void *churner(void *arg)
+{
+	long i = (long)arg;
+	struct result *res = calloc(1, sizeof *res);
+	for (int k = 0; k < ROUNDS / 10; k++) {
+		int d = (int)((i + k) % 2);
+		cuCtxSetCurrent(ctx[d]);
+		CUstream s;
+		if (cuStreamCreate(&s, 0) != CUDA_SUCCESS) {
+			res->wrong++;
+			continue;
+		}
+		for (int j = 0; j < 4; j++) {
+			int cross = j == 3;
+			CUresult rc = launch_on(fn[cross ? 1 - d : d], s);
+			if (rc == CUDA_SUCCESS && !cross)
+				res->ok++;
+			else if (rc == CUDA_ERROR_INVALID_HANDLE && cross)
+				res->refused++;
+			else
+				res->wrong++;
+		}
+		cuStreamDestroy(s);
+	}
+	return res;
+}
+
+START_TEST(streams_made_and_destroyed_while_launching)
+{
+	setup("error");
+	struct result r = run_threads(churner);
+	ck_assert_int_eq(r.wrong, 0);
+	ck_assert_int_eq(r.refused, THREADS * (ROUNDS / 10));
+	ck_assert_int_eq(r.ok, 3 * THREADS * (ROUNDS / 10));
 }
 END_TEST
 
@@ -182,6 +238,7 @@ int main(void)
 	TCase *t = tcase_create("concurrency");
 	tcase_set_timeout(t, 120);
 	tcase_add_test(t, sixteen_threads_two_devices);
+	tcase_add_test(t, streams_made_and_destroyed_while_launching);
 	tcase_add_test(t, error_message_is_per_failure);
 	tcase_add_test(t, forked_child_starts_clean);
 	tcase_add_test(t, variant_the_driver_lacks);

@@ -15,6 +15,8 @@
  *          own_stream  device 1 current, launched on a stream of device 0 (not a crossing)
  *          kernel      the CUkernel itself, cast to CUfunction, launched in device 1
  *          reuse       loaded in ctx 0, unloaded, loaded again in ctx 1 (handles reused), launched there
+ *          stream_reuse  launched on device 0's stream, which is destroyed; launched
+ *                      again on a stream of device 1 that got its handle
  *   KERNEL expert (default: DeepGEMM's mangled name) | plain | any other name, as it is
  *
  * Prints "launch: <CUresult> <name>" and, for a failure, "error string: ..."
@@ -40,6 +42,7 @@
 	X(cuCtxSetCurrent, "cuCtxSetCurrent", 4000)                                    \
 	X(cuCtxGetCurrent, "cuCtxGetCurrent", 4000)                                    \
 	X(cuStreamCreate, "cuStreamCreate", 2000)                                      \
+	X(cuStreamDestroy_v2, "cuStreamDestroy", 4000)                                 \
 	X(cuModuleLoad, "cuModuleLoad", 2000)                                          \
 	X(cuModuleLoadData, "cuModuleLoadData", 2000)                                  \
 	X(cuModuleLoadDataEx, "cuModuleLoadDataEx", 2010)                              \
@@ -386,6 +389,16 @@ int main(int argc, char **argv)
 		CUfunction again = load(how, kernel, 0, &lib, &mod);
 		printf("handle reused: %s\n", again == f ? "yes" : "no");
 		f = again;
+	} else if (strcmp(scase, "stream_reuse") == 0) {
+		/* A first launch on s0, clean: its context is known now. */
+		CHECK(launch(api, f, s0, s0));
+		CHECK(CALL(cuStreamDestroy_v2, s0));
+		CHECK(CALL(cuCtxSetCurrent, ctx1));
+		CUstream again;
+		CHECK(CALL(cuStreamCreate, &again, 0u));
+		printf("handle reused: %s\n", again == s0 ? "yes" : "no");
+		CHECK(CALL(cuCtxSetCurrent, ctx0));
+		stream = s0 = again;
 	}
 	unlink(image_path);
 	CUcontext now;
