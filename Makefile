@@ -139,6 +139,7 @@ $(BUILD)/tests/libs/lib%.so: tests/libs/%.c tests/libs/%.map tests/hold.h
 
 test: all $(SUITE_LIB) $(SUITE_CMD) $(FAKE_LIB) $(CHECK_BIN) $(PROG_BIN) $(HELPER_LIB)
 	@tests/hooks_doc.sh
+	@python3 tests/doc_links.py
 	@BUILD=$(BUILD) SAN_RUNTIME='$(SAN_RUNTIME)' tests/run.sh $(CHECK_BIN)
 
 # The reference of hooked entry points, generated from the table (committed;
