@@ -36,7 +36,8 @@ bindir = os.path.dirname(sys.executable)
 for argv, want in (([os.path.join(bindir, "ctxguard"), "--help"], 0),
                    ([sys.executable, "-m", "ctxguard", "--", "true"], 0),
                    ([sys.executable, "-m", "ctxguard", "--", "sh", "-c", "exit 3"], 3),
-                   ([os.path.join(bindir, "ctxguard"), "--no-such-option"], 2)):
+                   ([os.path.join(bindir, "ctxguard"), "--no-such-option"], 2),
+                   ([os.path.join(bindir, "ctxguard-cuda"), "--", "sh", "-c", "exit 4"], 4)):
     p = subprocess.run(argv, capture_output=True, text=True)
     check("%s exits %d" % (" ".join(os.path.basename(a) for a in argv), want), p.returncode == want,
           "exit %d%s" % (p.returncode, ", stderr: " + p.stderr.strip()[:200] if p.returncode != want else ""))
