@@ -21,6 +21,16 @@ WERROR  ?=
 WERROR_FLAG := $(if $(filter 1,$(WERROR)),-Werror)
 # Extra compiler flags for every C file (CI: -D_FORTIFY_SOURCE=2).
 EXTRA_CFLAGS ?=
+# GLIBC=2.17: build with zig cc against that glibc's ABI (pip install
+# ziglang; ZIG names another zig), so that the library and the command load
+# on distributions older than the build machine (the wheel's build does).
+# Without it they need the build machine's glibc or newer.
+GLIBC   ?=
+ZIG     ?= python3 -m ziglang
+ifneq ($(GLIBC),)
+CC := $(ZIG) cc -target $(shell uname -m)-linux-gnu.$(GLIBC)
+AR := $(ZIG) ar
+endif
 
 # Link-time optimisation lets the compiler inline each family's handler and
 # the launch check into the exported wrapper: a third fewer instructions on
@@ -63,7 +73,15 @@ KERNEL_OBJ :=
 -include tests/fuzz/fuzz.mk
 -include tests/locked.mk
 
-$(BUILD)/obj/%.o: %.c $(wildcard shim/*.h shim/*.def policy/*.h) | $(BUILD)
+# $(call stamp,FILE,VALUE): FILE holds VALUE, rewritten (so newer) only when
+# VALUE changed: a prerequisite that rebuilds what VALUE went into.
+stamp = $(shell mkdir -p $(BUILD) && { [ "$$(cat $(1) 2>/dev/null)" = '$(2)' ] || echo '$(2)' > $(1); })
+
+# Every object rebuilds when the compiler changes (cc, zig for GLIBC=...).
+CC_STAMP := $(BUILD)/cc
+$(call stamp,$(CC_STAMP),$(CC))
+
+$(BUILD)/obj/%.o: %.c $(wildcard shim/*.h shim/*.def policy/*.h) $(CC_STAMP) | $(BUILD)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
@@ -76,13 +94,12 @@ $(BUILD)/obj/policy/builtin.o: LTO :=
 # config.o holds the system policy's path: the stamp rebuilds it when
 # SYSCONFDIR changes.
 SYSCONF_STAMP := $(BUILD)/sysconfdir
-$(shell mkdir -p $(BUILD) && { [ "$$(cat $(SYSCONF_STAMP) 2>/dev/null)" = '$(SYSCONFDIR)' ] || \
-    echo '$(SYSCONFDIR)' > $(SYSCONF_STAMP); })
+$(call stamp,$(SYSCONF_STAMP),$(SYSCONFDIR))
 $(BUILD)/obj/policy/config.o: $(SYSCONF_STAMP)
 $(BUILD)/obj/policy/config.o: CFLAGS += -DCG_SYSCONFDIR='"$(SYSCONFDIR)"'
 
 $(BUILD)/libpolicy.a: $(POLICY_OBJ)
-	ar rcs $@ $^
+	$(AR) rcs $@ $^
 
 # Hidden by default; the hooks and the C API are marked CG_EXPORT.
 $(LIB): $(SHIM_OBJ) $(POLICY_OBJ) $(KERNEL_OBJ)
