@@ -106,8 +106,11 @@ $(LIB): $(SHIM_OBJ) $(POLICY_OBJ) $(KERNEL_OBJ)
 	$(CC) $(OPT) $(LTO) -shared -Wl,-soname,libctxguard.so -Wl,--no-undefined \
 	    -o $@ $^ $(LDFLAGS_SAN) -ldl -lpthread
 
-$(CMD): shim/cli.c $(BUILD)/libpolicy.a
-	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS_SAN)
+# --version names the kernels built beside it (kernels.mk's KERNELS_DESC).
+KERNELS_STAMP := $(BUILD)/kernels-desc
+$(call stamp,$(KERNELS_STAMP),$(KERNELS_DESC))
+$(CMD): shim/cli.c $(BUILD)/libpolicy.a $(KERNELS_STAMP)
+	$(CC) $(CFLAGS) -DCG_KERNELS='"$(KERNELS_DESC)"' -o $@ $(filter %.c %.a,$^) $(LDFLAGS_SAN)
 
 $(BUILD):
 	@mkdir -p $@

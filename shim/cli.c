@@ -39,7 +39,8 @@ static const char usage[] =
 	"                               passed unchecked or cuGetProcAddress handed out a launch,\n"
 	"                               load or lookup entry point ctxguard could not map\n"
 	"  --library PATH               libctxguard.so to preload (CTXGUARD_LIBRARY)\n"
-	"  --version                    print the version and the system policy's path\n";
+	"  --version                    print the version, the system policy's path and the\n"
+	"                               bundled kernels (sm_90a sm_80 ... and CUDA version, or none)\n";
 
 static void die(const char *fmt, const char *arg)
 {
@@ -105,7 +106,8 @@ int main(int argc, char **argv)
 			return 0;
 		}
 		if (strcmp(a, "--version") == 0) {
-			printf("ctxguard " CTXGUARD_VERSION " (system policy %s)\n", cg_system_policy);
+			printf("ctxguard " CTXGUARD_VERSION " (system policy %s)\nkernels: %s\n",
+			       cg_system_policy, CG_KERNELS);
 			return 0;
 		}
 		if (strcmp(a, "--quiet") == 0) {

@@ -45,6 +45,10 @@ p = subprocess.run([sys.executable, "-m", "ctxguard", "--quiet", "--", "sh", "-c
                    capture_output=True, text=True)
 check("the command preloads the installed library", p.stdout.strip() == ctxguard.library_path(), p.stdout.strip())
 
+p = subprocess.run([os.path.join(bindir, "ctxguard"), "--version"], capture_output=True, text=True)
+check("--version names the kernels inside (none: this wheel was built without nvcc)",
+      "\nkernels: none (built without nvcc)\n" in p.stdout, p.stdout.strip())
+
 from ctxguard import _native  # noqa: E402
 
 try:
