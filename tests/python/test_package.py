@@ -49,6 +49,15 @@ p = subprocess.run([os.path.join(bindir, "ctxguard"), "--version"], capture_outp
 check("--version names the kernels inside (none: this wheel was built without nvcc)",
       "\nkernels: none (built without nvcc)\n" in p.stdout, p.stdout.strip())
 
+try:
+    import torch  # noqa: F401
+except ImportError:
+    try:
+        ctxguard.grouped_mm
+        check("without torch, the ops name the [torch] extra", False, "no ImportError")
+    except ImportError as e:
+        check("without torch, the ops name the [torch] extra", "ctxguard-cuda[torch]" in str(e), str(e))
+
 from ctxguard import _native  # noqa: E402
 
 try:
