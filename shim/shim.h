@@ -468,14 +468,16 @@ void cg_crossing_init(struct cg_crossing *c, char kind, const char *api, const s
 CUresult cg_act(struct cg_crossing *c, const struct cg_fn *fn);
 /* The same with the action given (a redirect's fallback). */
 CUresult cg_act_as(struct cg_crossing *c, const struct cg_fn *fn, int action);
-/* Each kernel's first few crossings are reported in full; after that they
- * are counted, so a warn-mode loop cannot flood stderr or the log. */
-enum { CG_REPORTS_PER_KERNEL = 8 };
+/* Each kernel's first print_limit crossings are reported in full; after
+ * that they are counted, so a warn-mode loop cannot flood stderr or the log. */
 void cg_error_clear(void);                   /* a launch went through */
 /* The message that replaces cuGetErrorString's for this thread, or NULL. */
 const char *cg_error_message(CUresult code);
 
 /* ---- reporting (shim/report.c) ---- */
+
+/* "exit PID LAUNCHES" in the command's status file, if it named one. */
+void cg_status_exit(unsigned long launches);
 
 /* The summary's counters, X(NAME, key, group, one, many): key names it in
  * the log and the metrics; group NULL for a count of its own, else the

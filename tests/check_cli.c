@@ -1,0 +1,169 @@
+/* The ctxguard command's flags: --opt=value beside --opt value, a flag for
+ * every setting (checked by the policy's own parsers), outputs no process
+ * could write refused before the program runs, --log-file's text copy,
+ * --print-limit, and the closing line counting the whole program tree. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../policy/policy.h"
+#include "suite.h"
+#include "spawn.h"
+
+static struct run r;
+static char prog[4096];
+
+static void command(const char *const *argv)
+{
+	const char *env[] = {preload_without_shim(), "CTXGUARD_QUIET", NULL};
+	snprintf(prog, sizeof prog, "%s/tests/progs/scenario", build_dir());
+	spawn(&r, env, argv);
+}
+
+START_TEST(equals_form_is_the_spaced_form)
+{
+	snprintf(prog, sizeof prog, "%s/tests/progs/scenario", build_dir());
+	const char *eq[] = {"ctxguard", "--mode=error", "--error-exitcode=86", "--", prog, "dlsym",
+			    "data", "launch", "cross", NULL};
+	command(eq);
+	ck_assert_msg(exited(&r, 86), "status %#x %s", r.status, r.err);
+	ck_assert_msg(strstr(r.out, cg_deepgemm_message), "%s", r.out);
+	const char *empty[] = {"ctxguard", "--mode=", "--", "true", NULL};
+	command(empty);
+	ck_assert_msg(exited(&r, 2) && strstr(r.err, "--mode : expected abort|error"), "%s", r.err);
+	const char *novalue[] = {"ctxguard", "--quiet=yes", "--", "true", NULL};
+	command(novalue);
+	ck_assert_msg(exited(&r, 2) && strstr(r.err, "--quiet takes no value"), "%s", r.err);
+}
+END_TEST
+
+/* Each flag sets its variable for the whole tree; a bad value is refused
+ * with what the policy expects, before anything runs. */
+START_TEST(every_setting_has_a_flag)
+{
+	const char *argv[] = {"ctxguard", "--error-code", "CUDA_ERROR_INVALID_VALUE",
+			      "--redirect=rehome", "--redirect-fallback", "error", "--print-limit=3",
+			      "--libcuda", "tests/../fake/libcuda.so.1", "--",
+			      "/bin/sh", "-c",
+			      "echo \"$CTXGUARD_ERROR_CODE $CTXGUARD_REDIRECT "
+			      "$CTXGUARD_REDIRECT_FALLBACK $CTXGUARD_PRINT_LIMIT $CTXGUARD_LIBCUDA\"",
+			      NULL};
+	char lib[4096];
+	snprintf(lib, sizeof lib, "%s/fake/libcuda.so.1", build_dir());
+	argv[8] = lib;
+	command(argv);
+	char want[8192];
+	char *real = realpath(lib, NULL);
+	snprintf(want, sizeof want, "CUDA_ERROR_INVALID_VALUE rehome error 3 %s\n", real);
+	free(real);
+	ck_assert_msg(exited(&r, 0) && strcmp(r.out, want) == 0, "%s%s", r.out, r.err);
+
+	static const char *const bad[][2] = {
+		{"--error-code", "CUDA_ERROR_NO_SUCH_THING"}, {"--redirect", "elsewhere"},
+		{"--redirect-fallback", "warn"}, {"--print-limit", "-1"},
+		{"--libcuda", "/nonexistent/libcuda.so.1"}, {"--scope", "some"},
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		const char *b[] = {"ctxguard", bad[i][0], bad[i][1], "--", "/bin/sh", "-c",
+				   "echo ran", NULL};
+		command(b);
+		ck_assert_msg(exited(&r, 2) && strstr(r.err, bad[i][0]) && !strstr(r.out, "ran"),
+			      "%s %s: status %#x %s", bad[i][0], bad[i][1], r.status, r.err);
+	}
+}
+END_TEST
+
+/* An unwritable --log once ran the program with logging disabled, exit 0. */
+START_TEST(unwritable_outputs_fail_at_once)
+{
+	static const char *const flags[] = {"--log", "--log-file", "--metrics"};
+	for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
+		const char *argv[] = {"ctxguard", flags[i], "/nonexistent/dir/out", "--",
+				      "/bin/sh", "-c", "echo ran", NULL};
+		command(argv);
+		ck_assert_msg(exited(&r, 2) && strstr(r.err, "cannot create files in /nonexistent/dir")
+			      && !strstr(r.out, "ran"), "%s: status %#x %s", flags[i], r.status, r.err);
+	}
+	/* a directory only known per process is left to the library */
+	const char *perhost[] = {"ctxguard", "--log", "/tmp/%h-ctxguard-check-cli/x", "--",
+				 "/bin/sh", "-c", "echo ran", NULL};
+	command(perhost);
+	ck_assert_msg(exited(&r, 0) && strstr(r.out, "ran"), "%s", r.err);
+}
+END_TEST
+
+/* compute-sanitizer's closing line, also when nothing used CUDA.  Under
+ * warn the crossing launch reaches the fake driver, which fails it (3). */
+START_TEST(closing_line_counts_the_tree)
+{
+	const char *none[] = {"ctxguard", "--", "/bin/sh", "-c", "/bin/true; /bin/true", NULL};
+	command(none);
+	ck_assert_msg(exited(&r, 0), "%s", r.err);
+	ck_assert_msg(strstr(r.err, "ctxguard: 2 processes, 0 launches checked, 0 crossings\n"),
+		      "%s", r.err);
+	const char *warn[] = {"ctxguard", "--mode", "warn", "--", prog, "dlsym", "data", "launch",
+			      "cross", NULL};
+	command(warn);
+	ck_assert_msg(exited(&r, 3), "%s", r.err); /* the fake driver fails the launch */
+	ck_assert_msg(strstr(r.err, "ctxguard: 1 process, 1 launch checked, 1 crossing\n"), "%s",
+		      r.err);
+	const char *quiet[] = {"ctxguard", "--quiet", "--", "/bin/true", NULL};
+	command(quiet);
+	ck_assert_msg(exited(&r, 0) && !strstr(r.err, "process"), "%s", r.err);
+}
+END_TEST
+
+/* --log-file: what ctxguard said on stderr, the command's lines included. */
+START_TEST(log_file_copies_stderr)
+{
+	char path[128];
+	snprintf(path, sizeof path, "/tmp/ctxguard-check-cli-%d.txt", (int)getpid());
+	unlink(path);
+	const char *argv[] = {"ctxguard", "--mode", "warn", "--log-file", path, "--", prog, "dlsym",
+			      "data", "launch", "cross", NULL};
+	command(argv);
+	ck_assert_msg(exited(&r, 3), "%s", r.err);
+	char *text = slurp(path);
+	unlink(path);
+	ck_assert_msg(text && strstr(text, cg_deepgemm_message) &&
+		      strstr(text, "ctxguard: 1 crossing reported") &&
+		      strstr(text, "ctxguard: 1 process, 1 launch checked, 1 crossing\n"),
+		      "%s", text ? text : "(no file)");
+	ck_assert_msg(strstr(r.err, cg_deepgemm_message), "%s", r.err);
+}
+END_TEST
+
+/* --print-limit 0: crossings counted, none printed or logged in full. */
+START_TEST(print_limit_zero_prints_none)
+{
+	const char *argv[] = {"ctxguard", "--mode", "warn", "--print-limit", "0", "--", prog,
+			      "dlsym", "data", "launch", "cross", NULL};
+	command(argv);
+	ck_assert_msg(exited(&r, 3), "%s", r.err);
+	ck_assert_msg(!strstr(r.err, cg_deepgemm_message) && strstr(r.err, "1 crossing"), "%s",
+		      r.err);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+	Suite *s = suite_create("cli");
+	TCase *t = tcase_create("flags");
+	tcase_set_timeout(t, 60);
+	tcase_add_test(t, equals_form_is_the_spaced_form);
+	tcase_add_test(t, every_setting_has_a_flag);
+	tcase_add_test(t, unwritable_outputs_fail_at_once);
+	tcase_add_test(t, closing_line_counts_the_tree);
+	tcase_add_test(t, log_file_copies_stderr);
+	tcase_add_test(t, print_limit_zero_prints_none);
+	suite_add_tcase(s, t);
+	return s;
+}
+
+int main(void)
+{
+	return run_suite(suite());
+}
