@@ -61,7 +61,7 @@ SHIM_OBJ   := $(SHIM_SRC:%.c=$(BUILD)/obj/%.o)
 LIB  := $(BUILD)/libctxguard.so
 CMD  := $(BUILD)/ctxguard
 
-.PHONY: all test demo test-gpu asan tsan install clean check-deps
+.PHONY: all test demo test-gpu asan tsan install uninstall man clean check-deps
 all: $(LIB) $(CMD)
 
 # Extra library objects (kernels) and test/GPU rules live next to their code.
@@ -176,13 +176,27 @@ demo: all $(FAKE_LIB) $(BUILD)/tests/progs/scenario
 test-gpu: all
 	tests/gpu/run.sh $(BUILD)
 
+# ---- the man page, from --help ----
+MAN := $(BUILD)/ctxguard.1
+man: $(MAN)
+$(MAN): $(CMD) share/man.sh
+	share/man.sh $(CMD) $(VERSION) > $@
+
 # ---- install ----
 # SYSCONFDIR/ctxguard/policy.conf gets the default policy only when absent:
 # an operator's (perhaps locked) policy is never overwritten.
-install: all
+# Everything but the system policy, which uninstall leaves too (an
+# operator's file).
+INSTALLED := lib/libctxguard.so bin/ctxguard include/ctxguard/policy.h \
+	include/ctxguard/grouped_mm.h lib/pkgconfig/ctxguard.pc share/ctxguard/policy.conf \
+	share/man/man1/ctxguard.1 share/bash-completion/completions/ctxguard
+install: all $(MAN)
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin \
 	    $(DESTDIR)$(PREFIX)/include/ctxguard $(DESTDIR)$(PREFIX)/lib/pkgconfig \
-	    $(DESTDIR)$(PREFIX)/share/ctxguard
+	    $(DESTDIR)$(PREFIX)/share/ctxguard $(DESTDIR)$(PREFIX)/share/man/man1 \
+	    $(DESTDIR)$(PREFIX)/share/bash-completion/completions
+	install -m 644 $(MAN) $(DESTDIR)$(PREFIX)/share/man/man1/ctxguard.1
+	install -m 644 share/ctxguard.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/ctxguard
 	install -m 755 $(LIB) $(DESTDIR)$(PREFIX)/lib/libctxguard.so
 	install -m 755 $(CMD) $(DESTDIR)$(PREFIX)/bin/ctxguard
 	install -m 644 policy/policy.h $(DESTDIR)$(PREFIX)/include/ctxguard/policy.h
@@ -193,6 +207,10 @@ install: all
 	$(if $(wildcard kernels/grouped_mm.h),install -m 644 kernels/grouped_mm.h $(DESTDIR)$(PREFIX)/include/ctxguard/grouped_mm.h)
 	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: ctxguard\nDescription: stops CUDA kernel launches that cross contexts\nVersion: $(VERSION)\nLibs: -L$${libdir} -lctxguard\nCflags: -I$${includedir}/ctxguard\n' '$(PREFIX)' \
 	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/ctxguard.pc
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR)$(PREFIX)/,$(INSTALLED))
+	-rmdir $(DESTDIR)$(PREFIX)/include/ctxguard $(DESTDIR)$(PREFIX)/share/ctxguard 2>/dev/null
 
 clean:
 	rm -rf $(BUILD)

@@ -97,7 +97,6 @@ enum { HELP_COLUMN = 28, HELP_WIDTH = 90 };
 static void usage(FILE *f)
 {
 	fputs("usage: ctxguard [options] -- program [args...]\n"
-	      "       ctxguard report [--json] LOG...\n"
 	      "Each option is also --option=value; its variable, set for every process\n"
 	      "of the program's tree, is in parentheses.\n", f);
 	for (size_t i = 0; i < NFLAGS; i++) {

@@ -148,6 +148,29 @@ START_TEST(print_limit_zero_prints_none)
 }
 END_TEST
 
+/* share/ctxguard.bash completes from the command's own --help. */
+START_TEST(bash_completion_reads_the_help)
+{
+	static const char *const cases[][2] = {
+		{"--print-l", "--print-limit"}, {"--mode wa", "warn"},
+		{"--redirect-fallback = er", "error"},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		char script[8192];
+		snprintf(script, sizeof script,
+			 ". share/ctxguard.bash; COMP_WORDS=(%s/ctxguard %s); "
+			 "COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); _ctxguard; echo \"${COMPREPLY[*]}\"",
+			 build_dir(), cases[i][0]);
+		const char *argv[] = {"/bin/bash", "-c", script, NULL};
+		command(argv);
+		char want[64];
+		snprintf(want, sizeof want, "%s\n", cases[i][1]);
+		ck_assert_msg(exited(&r, 0) && strcmp(r.out, want) == 0, "%s: '%s' %s", cases[i][0],
+			      r.out, r.err);
+	}
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("cli");
@@ -159,6 +182,7 @@ static Suite *suite(void)
 	tcase_add_test(t, closing_line_counts_the_tree);
 	tcase_add_test(t, log_file_copies_stderr);
 	tcase_add_test(t, print_limit_zero_prints_none);
+	tcase_add_test(t, bash_completion_reads_the_help);
 	suite_add_tcase(s, t);
 	return s;
 }
