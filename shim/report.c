@@ -235,13 +235,15 @@ void cg_log_crossing(const struct cg_crossing *c, char *buf, size_t n)
 
 /* The ctxguard command learns of crossings in any process of the tree
  * through a file it names in CTXGUARD_STATUS: one line per crossing. */
-static void status_append(const char *path, const char *word, unsigned long count)
+/* "WORD PID\n", or "exit PID LAUNCHES\n" */
+static void status_append(const char *path, const char *word, const unsigned long *count)
 {
 	int fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
 	if (fd < 0)
 		return;
 	char line[96];
-	int n = snprintf(line, sizeof line, "%s %ld %lu\n", word, (long)getpid(), count);
+	int n = count ? snprintf(line, sizeof line, "%s %ld %lu\n", word, (long)getpid(), *count)
+		      : snprintf(line, sizeof line, "%s %ld\n", word, (long)getpid());
 	write_all(fd, line, (size_t)n);
 	close(fd);
 }
@@ -249,7 +251,7 @@ static void status_append(const char *path, const char *word, unsigned long coun
 static void status_line(const char *word)
 {
 	if (status_fd_open)
-		status_append(status_path, word, 0);
+		status_append(status_path, word, NULL);
 }
 
 /* Every process says it ended, with its launches checked, for the
@@ -258,12 +260,12 @@ static void status_line(const char *word)
 void cg_status_exit(unsigned long launches)
 {
 	if (status_fd_open) {
-		status_append(status_path, "exit", launches);
+		status_append(status_path, "exit", &launches);
 		return;
 	}
 	const char *s = secure_getenv("CTXGUARD_STATUS");
 	if (s && *s)
-		status_append(s, "exit", launches);
+		status_append(s, "exit", &launches);
 }
 
 void cg_status_crossing(int action)

@@ -148,6 +148,25 @@ START_TEST(print_limit_zero_prints_none)
 }
 END_TEST
 
+/* A configuration problem is a record too (tests/log_schema.py checks it
+ * against docs/log-schema.json, as every record the suite reads). */
+START_TEST(config_error_is_logged)
+{
+	char path[128], log[160];
+	snprintf(path, sizeof path, "/tmp/ctxguard-check-cli-%d.jsonl", (int)getpid());
+	snprintf(log, sizeof log, "CTXGUARD_LOG=%s", path);
+	unlink(path);
+	const char *env[] = {log, "CTXGUARD_SCOPE=some", NULL};
+	const char *argv[] = {"tests/progs/scenario", "dlsym", "data", "launch", "same", NULL};
+	spawn(&r, env, argv);
+	ck_assert_msg(exited(&r, 0), "%s", r.err);
+	char *text = slurp(path);
+	unlink(path);
+	ck_assert_msg(text && strstr(text, "{\"event\":\"config_error\"") &&
+		      strstr(text, "CTXGUARD_SCOPE=some"), "%s", text ? text : "(no log)");
+}
+END_TEST
+
 /* share/ctxguard.bash completes from the command's own --help. */
 START_TEST(bash_completion_reads_the_help)
 {
@@ -183,6 +202,7 @@ static Suite *suite(void)
 	tcase_add_test(t, log_file_copies_stderr);
 	tcase_add_test(t, print_limit_zero_prints_none);
 	tcase_add_test(t, bash_completion_reads_the_help);
+	tcase_add_test(t, config_error_is_logged);
 	suite_add_tcase(s, t);
 	return s;
 }

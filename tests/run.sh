@@ -21,6 +21,8 @@ export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
 [ -n "$SAN_RUNTIME" ] && export CK_TIMEOUT_MULTIPLIER="${CK_TIMEOUT_MULTIPLIER:-4}"
 unset CTXGUARD_MODE CTXGUARD_SCOPE CTXGUARD_POLICY CTXGUARD_LOG CTXGUARD_METRICS CTXGUARD_OPERANDS \
       CTXGUARD_EXIT_CODE CTXGUARD_QUIET CTXGUARD_STATUS
+CTXGUARD_TEST_RECORDS=$(mktemp /tmp/ctxguard-records.XXXXXX)
+export CTXGUARD_TEST_RECORDS
 passed=0 failed=0 status=0
 for t in "$@"; do
 	out=$(LD_PRELOAD="$preload" CTXGUARD_QUIET=1 "$t" 2>&1)
@@ -44,6 +46,16 @@ for t in "$@"; do
 		echo "ok $(basename "$t"): $n checks"
 	fi
 done
+# Every log record the suites read, against docs/log-schema.json: one more
+# check (tests/log_schema.py; needs python3's jsonschema, as deps.sh installs).
+if [ -s "$CTXGUARD_TEST_RECORDS" ]; then
+	if schema=$(python3 "$root/tests/log_schema.py" "$CTXGUARD_TEST_RECORDS" 2>&1); then
+		passed=$((passed + 1)); echo "ok $schema"
+	else
+		failed=$((failed + 1)); status=1; printf '%s\n' "$schema"
+	fi
+fi
+rm -f "$CTXGUARD_TEST_RECORDS"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ] && exit $status
 exit 1
