@@ -383,7 +383,7 @@ void cg_report_start(void)
 }
 
 const struct cg_counter_info cg_counters[CG_NCOUNTERS] = {
-#define X(name, key, group, one, many) [CG_C_##name] = {key, group, one, many},
+#define X(name, key, group, one, many, help) [CG_C_##name] = {key, group, one, many, help},
 	CG_COUNTERS(X)
 #undef X
 };

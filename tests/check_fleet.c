@@ -359,16 +359,20 @@ START_TEST(metrics_file_at_exit)
 	pid_t child = spawn_fn(&r, two_launches);
 	char *text = slurp(path);
 	unlink(path);
-	char want[256];
-	snprintf(want, sizeof want, "ctxguard_launches_total{pid=\"%d\",rank=\"2\"} 2\n", (int)child);
+	/* host and job identity label the series, never the pid */
+	char want[512], host[256];
+	gethostname(host, sizeof host);
+	snprintf(want, sizeof want, "ctxguard_launches_total{host=\"%s\",rank=\"2\"} 2\n", host);
 	assert_has(text, want);
 	snprintf(want, sizeof want,
-		 "# TYPE ctxguard_crossings_total counter\n"
-		 "ctxguard_crossings_total{pid=\"%d\",rank=\"2\",action=\"abort\"} 0\n", (int)child);
+		 "# HELP ctxguard_crossings_total Launches that crossed CUDA contexts or devices, by "
+		 "the action taken.\n# TYPE ctxguard_crossings_total counter\n"
+		 "ctxguard_crossings_total{host=\"%s\",rank=\"2\",action=\"abort\"} 0\n", host);
 	assert_has(text, want);
-	snprintf(want, sizeof want, "ctxguard_crossings_total{pid=\"%d\",rank=\"2\",action=\"warn\"} 2\n",
-		 (int)child);
+	snprintf(want, sizeof want, "ctxguard_crossings_total{host=\"%s\",rank=\"2\",action=\"warn\"} 2\n",
+		 host);
 	assert_has(text, want);
+	ck_assert_ptr_null(strstr(text, "pid="));
 	ck_assert_ptr_null(strstr(strstr(text, "TYPE ctxguard_crossings") + 1, "TYPE ctxguard_crossings"));
 	snprintf(want, sizeof want, "%s.tmp.%d", path, (int)child);
 	ck_assert_int_ne(access(want, F_OK), 0);
