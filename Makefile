@@ -110,7 +110,9 @@ $(LIB): $(SHIM_OBJ) $(POLICY_OBJ) $(KERNEL_OBJ)
 KERNELS_STAMP := $(BUILD)/kernels-desc
 $(call stamp,$(KERNELS_STAMP),$(KERNELS_DESC))
 $(CMD): shim/cli.c $(BUILD)/libpolicy.a $(KERNELS_STAMP)
-	$(CC) $(CFLAGS) -DCG_KERNELS='"$(KERNELS_DESC)"' -o $@ $(filter %.c %.a,$^) $(LDFLAGS_SAN)
+	$(CC) $(CFLAGS) -DCG_KERNELS='"$(KERNELS_DESC)"' \
+	    -DCG_REPORT_SCRIPT='"$(CURDIR)/python/ctxguard/report.py"' \
+	    -o $@ $(filter %.c %.a,$^) $(LDFLAGS_SAN)
 
 $(BUILD):
 	@mkdir -p $@
@@ -189,7 +191,7 @@ $(MAN): $(CMD) share/man.sh
 # operator's file).
 INSTALLED := lib/libctxguard.so bin/ctxguard include/ctxguard/policy.h \
 	include/ctxguard/grouped_mm.h lib/pkgconfig/ctxguard.pc share/ctxguard/policy.conf \
-	share/man/man1/ctxguard.1 share/bash-completion/completions/ctxguard
+	share/man/man1/ctxguard.1 share/bash-completion/completions/ctxguard share/ctxguard/report.py
 install: all $(MAN)
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin \
 	    $(DESTDIR)$(PREFIX)/include/ctxguard $(DESTDIR)$(PREFIX)/lib/pkgconfig \
@@ -197,6 +199,7 @@ install: all $(MAN)
 	    $(DESTDIR)$(PREFIX)/share/bash-completion/completions
 	install -m 644 $(MAN) $(DESTDIR)$(PREFIX)/share/man/man1/ctxguard.1
 	install -m 644 share/ctxguard.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/ctxguard
+	install -m 644 python/ctxguard/report.py $(DESTDIR)$(PREFIX)/share/ctxguard/report.py
 	install -m 755 $(LIB) $(DESTDIR)$(PREFIX)/lib/libctxguard.so
 	install -m 755 $(CMD) $(DESTDIR)$(PREFIX)/bin/ctxguard
 	install -m 644 policy/policy.h $(DESTDIR)$(PREFIX)/include/ctxguard/policy.h

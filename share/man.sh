@@ -11,6 +11,9 @@ ctxguard \\- run a program with CUDA cross-context launches stopped
 .SH SYNOPSIS
 .B ctxguard
 [\\fIoptions\\fR] \\-\\- \\fIprogram\\fR [\\fIargs\\fR...]
+.br
+.B ctxguard report
+[\\-\\-json] \\fILOG\\fR...
 .SH DESCRIPTION
 Runs \\fIprogram\\fR with libctxguard.so preloaded in every process of its
 tree. A kernel launched in a CUDA context other than the one its module was
@@ -18,6 +21,9 @@ loaded in is aborted, refused, reported or redirected, as the policy says.
 The command exits with the program's status, or with \\-\\-error\\-exitcode's
 value when a crossing was reported, and closes with one line:
 "ctxguard: N processes, M launches checked, K crossings".
+\\fBctxguard report\\fR summarizes JSON-lines logs: crossings per kernel,
+host and rank, by kind and action, with redirects and the first and last
+time (\\-\\-json: the same as JSON).
 .SH OPTIONS
 HEAD
 # Each "  --opt ARG  text" line starts an entry; deeper lines continue it.

@@ -97,6 +97,7 @@ enum { HELP_COLUMN = 28, HELP_WIDTH = 90 };
 static void usage(FILE *f)
 {
 	fputs("usage: ctxguard [options] -- program [args...]\n"
+	      "       ctxguard report [--json] LOG...   crossings per kernel, host and rank\n"
 	      "Each option is also --option=value; its variable, set for every process\n"
 	      "of the program's tree, is in parentheses.\n", f);
 	for (size_t i = 0; i < NFLAGS; i++) {
@@ -132,14 +133,12 @@ static void die(const char *fmt, ...)
 	exit(2);
 }
 
-/* Next to the command in a build tree, ../lib when installed. */
-static const char *find_library(void)
+/* The first of rel[] (paths relative to the command's directory) that
+ * exists, resolved; NULL if none. */
+static const char *find_near_self(const char *const *rel, size_t n_rel)
 {
 	static char path[PATH_MAX], resolved[PATH_MAX];
-	const char *env = getenv("CTXGUARD_LIBRARY");
-	if (env && *env)
-		return env;
-	char self[PATH_MAX - 32];
+	char self[PATH_MAX - 64];
 	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
 	if (n <= 0)
 		return NULL;
@@ -148,13 +147,43 @@ static const char *find_library(void)
 	if (!slash)
 		return NULL;
 	*slash = 0;
-	const char *rel[] = {"/libctxguard.so", "/../lib/libctxguard.so"};
-	for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
+	for (size_t i = 0; i < n_rel; i++) {
 		snprintf(path, sizeof path, "%s%s", self, rel[i]);
 		if (access(path, R_OK) == 0)
 			return realpath(path, resolved);
 	}
 	return NULL;
+}
+
+/* Next to the command in a build tree, ../lib when installed. */
+static const char *find_library(void)
+{
+	static const char *const rel[] = {"/libctxguard.so", "/../lib/libctxguard.so"};
+	const char *env = getenv("CTXGUARD_LIBRARY");
+	return env && *env ? env : find_near_self(rel, sizeof rel / sizeof rel[0]);
+}
+
+/* `ctxguard report ...`: python/ctxguard/report.py, beside the command in
+ * the wheel (ctxguard/bin/../report.py), in share/ctxguard when installed
+ * by make, else in the source tree the command was built from.  argv[0] is
+ * "report"; argv[argc] NULL. */
+static int run_report(int argc, char **argv)
+{
+	static const char *const rel[] = {"/../report.py", "/../share/ctxguard/report.py"};
+	const char *script = find_near_self(rel, sizeof rel / sizeof rel[0]);
+	if (!script && access(CG_REPORT_SCRIPT, R_OK) == 0)
+		script = CG_REPORT_SCRIPT;
+	if (!script)
+		die("%s", "report: cannot find report.py beside the command");
+	char **all = malloc(((size_t)argc + 2) * sizeof *all);
+	if (!all)
+		die("%s", "out of memory");
+	all[0] = "python3";
+	all[1] = (char *)script;
+	memcpy(all + 2, argv + 1, (size_t)argc * sizeof *argv);
+	execvp(all[0], all);
+	die("report: cannot run python3: %s", strerror(errno));
+	return 127;
 }
 
 static void setenv_checked(const char *name, const char *value)
@@ -303,6 +332,8 @@ int main(int argc, char **argv)
 {
 	int i = 1, audit = 0;
 	const char *library = NULL;
+	if (argc > 1 && strcmp(argv[1], "report") == 0)
+		return run_report(argc - 1, argv + 1);
 	for (; i < argc; i++) {
 		const char *a = argv[i], *val;
 		if (strcmp(a, "--") == 0) {

@@ -1,7 +1,8 @@
 /* The ctxguard command's flags: --opt=value beside --opt value, a flag for
  * every setting (checked by the policy's own parsers), outputs no process
  * could write refused before the program runs, --log-file's text copy,
- * --print-limit, and the closing line counting the whole program tree. */
+ * --print-limit, the closing line counting the whole program tree, and
+ * `ctxguard report` over the logs. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -167,6 +168,48 @@ START_TEST(config_error_is_logged)
 }
 END_TEST
 
+/* ctxguard report over the logs of two ranks' fake-driver runs. */
+START_TEST(report_summarises_logs)
+{
+	char logs[2][128], rank[2][16];
+	static const char *const mode[] = {"warn", "error"};
+	for (int i = 0; i < 2; i++) {
+		snprintf(logs[i], sizeof logs[i], "/tmp/ctxguard-check-cli-%d.r%d.jsonl", (int)getpid(), i);
+		snprintf(rank[i], sizeof rank[i], "RANK=%d", i);
+		unlink(logs[i]);
+		const char *env[] = {preload_without_shim(), rank[i], NULL};
+		const char *argv[] = {"ctxguard", "--mode", mode[i], "--log", logs[i], "--", prog,
+				      "dlsym", "data", "launch", "cross", NULL};
+		snprintf(prog, sizeof prog, "%s/tests/progs/scenario", build_dir());
+		spawn(&r, env, argv);
+		ck_assert_msg(exited(&r, 3), "status %#x %s", r.status, r.err);
+	}
+	const char *json[] = {"ctxguard", "report", "--json", logs[0], logs[1], NULL};
+	command(json);
+	ck_assert_msg(exited(&r, 0), "status %#x %s", r.status, r.err);
+	static const char *const want[] = {
+		"\"files\": 2,", "\"processes\": 2,", "\"crossings_logged\": 2,",
+		"\"kernel\": \"void deep_gemm::sm90_bf16_gemm_impl<0u>(", "\"host\": \"",
+		"\"rank\": \"0\",", "\"rank\": \"1\",", "\"warn\": 1,", "\"error\": 1,",
+		"\"first\": \"20", "\"last\": \"20",
+	};
+	for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+		ck_assert_msg(strstr(r.out, want[i]), "no %s in\n%s", want[i], r.out);
+	const char *text[] = {"ctxguard", "report", logs[0], logs[1], "/nonexistent.jsonl", NULL};
+	command(text);
+	for (int i = 0; i < 2; i++) {
+		slurp(logs[i]); /* the records, for the schema check */
+		unlink(logs[i]);
+	}
+	/* an unreadable file is said, and the exit status says it too */
+	ck_assert_msg(exited(&r, 1), "status %#x %s", r.status, r.err);
+	ck_assert_msg(strstr(r.out, "ctxguard report: 2 files, 6 records, 2 processes started, "
+				    "2 crossings logged") && strstr(r.out, "By kernel:") &&
+		      strstr(r.out, "By host:") && strstr(r.out, "By rank:") &&
+		      strstr(r.out, "unreadable: /nonexistent.jsonl"), "%s", r.out);
+}
+END_TEST
+
 /* share/ctxguard.bash completes from the command's own --help. */
 START_TEST(bash_completion_reads_the_help)
 {
@@ -203,6 +246,7 @@ static Suite *suite(void)
 	tcase_add_test(t, print_limit_zero_prints_none);
 	tcase_add_test(t, bash_completion_reads_the_help);
 	tcase_add_test(t, config_error_is_logged);
+	tcase_add_test(t, report_summarises_logs);
 	suite_add_tcase(s, t);
 	return s;
 }
