@@ -17,7 +17,10 @@ import subprocess
 import sys
 
 from setuptools import Distribution, setup
-from setuptools.command.bdist_wheel import bdist_wheel
+try:
+    from setuptools.command.bdist_wheel import bdist_wheel
+except ImportError:  # setuptools before 70.1, offline (--no-build-isolation): the wheel package's
+    from wheel.bdist_wheel import bdist_wheel
 from setuptools.command.build_py import build_py
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
