@@ -67,20 +67,22 @@ START_TEST(prolog_leaves_other_tasks_alone)
 }
 END_TEST
 
-/* As the ctxguard command: after a preloaded sanitizer runtime.  A user's
- * CTXGUARD_LOG stays, unless the system policy is locked. */
+/* As the ctxguard command: after a preloaded sanitizer runtime, ahead of
+ * any other library.  A user's CTXGUARD_LOG stays, unless the system policy
+ * is locked. */
 START_TEST(prolog_keeps_preload_order_and_user_log)
 {
 	find_lib();
 	char system[128], system_env[160];
 	snprintf(system, sizeof system, "/tmp/ctxguard-slurm-%d.conf", (int)getpid());
 	snprintf(system_env, sizeof system_env, "CTXGUARD_SLURM_POLICY=%s", system);
-	const char *env[] = {"LD_PRELOAD=/usr/lib/libasan.so.8", lib_env, system_env,
+	const char *env[] = {"LD_PRELOAD=/opt/hook.so /usr/lib/libasan.so.8", lib_env, system_env,
 			     "SLURM_JOB_ID=42", "SLURM_JOB_GPUS=0",
 			     "CTXGUARD_LOG=/home/u/mine.jsonl", "CTXGUARD_SLURM_LOGDIR", NULL};
 	prolog(env);
 	char want[8400];
-	snprintf(want, sizeof want, "export LD_PRELOAD=/usr/lib/libasan.so.8:%s\n", lib);
+	snprintf(want, sizeof want, "export LD_PRELOAD=/usr/lib/libasan.so.8:%s:/opt/hook.so\n",
+		 lib);
 	ck_assert_str_eq(r.out, want);
 	FILE *f = fopen(system, "w");
 	ck_assert_ptr_nonnull(f);

@@ -22,11 +22,22 @@ if [ ! -r "$lib" ]; then
 	exit 0
 fi
 
-# After what the task preloads already, as the ctxguard command does: a
-# sanitizer runtime must stay first.
+# In the ctxguard command's order: the sanitizer runtimes the task preloads
+# stay first, ctxguard comes next, ahead of every other library (one that
+# defines driver entry points ahead of it would take calls past its hooks).
 case ":$LD_PRELOAD:" in
 *":$lib:"*) ;;
-*) echo "export LD_PRELOAD=${LD_PRELOAD:+$LD_PRELOAD:}$lib" ;;
+*)
+	first='' rest=''
+	for entry in $(printf '%s' "$LD_PRELOAD" | tr ':' ' '); do
+		case ${entry##*/} in
+		libasan* | libtsan* | libubsan* | liblsan* | libhwasan* | libmsan* | libclang_rt.*)
+			first=${first:+$first:}$entry ;;
+		*) rest=${rest:+$rest:}$entry ;;
+		esac
+	done
+	echo "export LD_PRELOAD=${first:+$first:}$lib${rest:+:$rest}"
+	;;
 esac
 # A user's own CTXGUARD_LOG stays, unless the system policy is locked (then
 # its log wins in the library anyway, and this one only names the same place
