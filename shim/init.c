@@ -166,4 +166,6 @@ __attribute__((destructor)) static void at_unload(void)
 {
 	if (atomic_load(&cg_state) == 2)
 		cg_report_summary();
+	else
+		cg_status_exit(0);
 }
