@@ -44,7 +44,9 @@ CFLAGS += -DCTXGUARD_VERSION='"$(VERSION)"'
 LDFLAGS_SAN = $(SAN)
 
 POLICY_SRC := $(wildcard policy/*.c)
-SHIM_SRC   := $(filter-out shim/cli.c,$(wildcard shim/*.c))
+# shim/ is one folder per subsystem (hook, track, check, redirect, report);
+# shim/cli/ is the ctxguard command, not the library.
+SHIM_SRC   := $(filter-out shim/cli/%,$(wildcard shim/*/*.c))
 POLICY_OBJ := $(POLICY_SRC:%.c=$(BUILD)/obj/%.o)
 SHIM_OBJ   := $(SHIM_SRC:%.c=$(BUILD)/obj/%.o)
 
@@ -64,7 +66,7 @@ KERNEL_OBJ :=
 -include tests/model/model.mk
 -include tests/locked.mk
 
-$(BUILD)/obj/%.o: %.c $(wildcard shim/*.h shim/*.def policy/*.h) | $(BUILD)
+$(BUILD)/obj/%.o: %.c $(wildcard shim/*.h shim/*/*.h shim/*.def policy/*.h) | $(BUILD)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
@@ -90,7 +92,7 @@ $(LIB): $(SHIM_OBJ) $(POLICY_OBJ) $(KERNEL_OBJ)
 	$(CC) $(OPT) $(LTO) -shared -Wl,-soname,libctxguard.so -Wl,--no-undefined \
 	    -o $@ $^ $(LDFLAGS_SAN) -ldl -lpthread -lm
 
-$(CMD): shim/cli.c $(BUILD)/libpolicy.a
+$(CMD): shim/cli/cli.c $(BUILD)/libpolicy.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS_SAN)
 
 $(BUILD):
@@ -115,9 +117,9 @@ $(BUILD)/tests/check_%: tests/check_%.c $(SUITE_POLICY) $(FAKE_LIB) $(wildcard t
 	    $$(pkg-config --libs check) $(LDFLAGS_SAN)
 
 # The decode is a pure function: its suite links it alone.
-$(BUILD)/tests/check_decode: shim/decode.c shim/decode.h
+$(BUILD)/tests/check_decode: shim/redirect/decode.c shim/redirect/decode.h
 # So is the shadow's comparison.
-$(BUILD)/tests/check_shadow: shim/shadow_compare.c shim/shadow.h
+$(BUILD)/tests/check_shadow: shim/redirect/shadow_compare.c shim/redirect/shadow.h
 
 # The kernel table itself (its host half, without the kernels): the suite
 # checks the sizes the host launches with.
@@ -138,6 +140,7 @@ $(BUILD)/tests/libs/lib%.so: tests/libs/%.c tests/libs/%.map tests/hold.h
 	    -o $@ $< -ldl $(LDFLAGS_SAN)
 
 test: all $(SUITE_LIB) $(SUITE_CMD) $(FAKE_LIB) $(CHECK_BIN) $(PROG_BIN) $(HELPER_LIB)
+	@tests/deps_graph.py shim
 	@BUILD=$(BUILD) SAN_RUNTIME='$(SAN_RUNTIME)' tests/run.sh $(CHECK_BIN)
 
 # Sanitizer runs: the runtime must come first in LD_PRELOAD.

@@ -1,0 +1,71 @@
+/* Checks (shim/check/): each launch's crossing checks (kinds (a) and (b)),
+ * the action a crossing gets, and the CUPTI backstop for launches that
+ * bypass the hooks. */
+#ifndef CTXGUARD_CHECK_H
+#define CTXGUARD_CHECK_H
+
+#include "../track/track.h"
+
+#pragma GCC visibility push(hidden)
+
+/* Kind (b) for one launch of fn in ctx (shim/check/operands.c): its parameters
+ * are kernelParams, else extra's buffer, or with extra CG_PARAM_SPACE what
+ * cuParamSet* wrote into fn's parameter space (the deprecated launches). */
+CUresult cg_check_operands(const char *api, const struct cg_fn *fn, CUcontext ctx,
+			   CUstream stream, void **params, void **extra);
+/* A mark, never handed to the driver: no extra array can be at address 1. */
+#define CG_PARAM_SPACE ((void **)1)
+
+/* ---- the CUPTI backstop (shim/check/backstop.c) ---- */
+
+void cg_backstop_start(void);            /* at init, when the policy asks */
+void cg_backstop_forked(void);           /* in a forked child */
+/* Our hook for a CUPTI function the program looked up (dlsym), or NULL;
+ * real is what the lookup found. */
+void *cg_backstop_hook_for(const char *name, void *real);
+/* "; backstop: ..." for the summary line, and the log's JSON fields. */
+void cg_backstop_summary(char *line, size_t nline, char *json, size_t njson);
+
+/* ---- launch checks (shim/check/launch.c) ---- */
+
+/* Chooses the launch check's parts from the policy (once, at start-up). */
+void cg_launch_configure(const struct cg_policy *p);
+/* CUDA_SUCCESS to go on with the real call, else the code to return.
+ * launch_ctx NULL: the stream's (or current) context. */
+CUresult cg_check_launch(const char *api, CUfunction f, CUcontext launch_ctx,
+			 CUstream stream, void **params, void **extra);
+/* How many entries of cuLaunchCooperativeKernelMultiDevice's list the
+ * driver would read: n, or 0 for a count it refuses unread. */
+unsigned cg_multi_entries(const CUDA_LAUNCH_PARAMS *list, unsigned n);
+/* cuLaunchCooperativeKernelMultiDevice's n launches, each checked. */
+CUresult cg_check_each(const char *api, const CUDA_LAUNCH_PARAMS *list, unsigned n);
+
+/* ---- actions (shim/check/action.c) ---- */
+
+/* Where fn came from, for reports: its file, image hash or image. */
+const char *cg_fn_origin(const struct cg_fn *fn);
+
+/* A crossing by fn, launched in launch_ctx, with everything the report
+ * names filled in; kind (b) adds the operand fields. */
+void cg_crossing_init(struct cg_crossing *c, char kind, const char *api, const struct cg_fn *fn,
+		      CUcontext launch_ctx, int launch_dev, CUstream stream);
+
+/* Decides and carries out the action for a crossing; returns CUDA_SUCCESS
+ * (warn/off: launch anyway) or the error code to return (error).  abort
+ * does not return. */
+CUresult cg_act(struct cg_crossing *c, const struct cg_fn *fn);
+/* The same with the action given (a redirect's fallback). */
+CUresult cg_act_as(struct cg_crossing *c, const struct cg_fn *fn, int action);
+/* The code this thread's last refusal returned (shim/check/action.c), whose
+ * message cuGetErrorString gives while it stands. */
+extern _Thread_local CUresult cg_refused_code CG_TLS;
+static inline void cg_error_clear(void)      /* a launch went through */
+{
+	cg_refused_code = CUDA_SUCCESS;
+}
+/* The message that replaces cuGetErrorString's for this thread, or NULL. */
+const char *cg_error_message(CUresult code);
+
+#pragma GCC visibility pop
+
+#endif
