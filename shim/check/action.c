@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "../redirect/shadow.h"
 #include "../report/report.h"
 
 /* The error action's message for cuGetErrorString, per thread: a framework
@@ -42,7 +41,7 @@ const char *cg_fn_origin(const struct cg_fn *fn)
 	return !m ? NULL : m->path ? m->path : m->hash ? m->hash : m->image;
 }
 
-void cg_crossing_init(struct cg_crossing *c, char kind, const char *api, const struct cg_fn *fn,
+void cg_crossing_init(struct cg_crossing *c, enum cg_crossing_kind kind, const char *api, const struct cg_fn *fn,
 		      CUcontext launch_ctx, int launch_dev, CUstream stream)
 {
 	*c = (struct cg_crossing){
@@ -67,26 +66,21 @@ void cg_crossing_init(struct cg_crossing *c, char kind, const char *api, const s
 }
 
 /* Redirect is carried out by the launch hook, which has the whole launch. */
-CUresult cg_act(struct cg_crossing *c, const struct cg_fn *fn)
+enum cg_verdict cg_act(struct cg_crossing *c, const struct cg_fn *fn)
 {
 	int action = cg_policy_action(cg_policy, c->rule);
-	cg_shadow_crossed();
 	if (CG_UNLIKELY(cg_backstop_checking)) {
 		c->unhooked = 1;
 		c->asked = action;
 		if (action >= CG_ACT_ERROR)
 			action = CG_ACT_ABORT;
 	}
-	if (action == CG_ACT_REDIRECT) {
-		if (cg_redirect_note(c, fn))
-			return CG_REDIRECTED;
-		/* Nowhere to keep the crossing for the launch hook. */
-		action = cg_policy->redirect_fallback;
-	}
+	if (action == CG_ACT_REDIRECT)
+		return CG_REDIRECT;
 	return cg_act_as(c, fn, action);
 }
 
-CUresult cg_act_as(struct cg_crossing *c, const struct cg_fn *fn, int action)
+enum cg_verdict cg_act_as(struct cg_crossing *c, const struct cg_fn *fn, int action)
 {
 	c->action = action;
 	c->pid = getpid();
@@ -97,7 +91,7 @@ CUresult cg_act_as(struct cg_crossing *c, const struct cg_fn *fn, int action)
 	};
 	cg_count(counter[action]);
 	if (action == CG_ACT_OFF)
-		return CUDA_SUCCESS;
+		return CG_PASS;
 	cg_status_crossing(action);
 
 	unsigned long n = atomic_fetch_add(&((struct cg_fn *)fn)->reports, 1);
@@ -130,8 +124,8 @@ CUresult cg_act_as(struct cg_crossing *c, const struct cg_fn *fn, int action)
 		char *text = text_buffer();
 		cg_refused_code = (CUresult)cg_policy->error_code;
 		if (!text)
-			return cg_refused_code;
-		if (c->kind == 'b')
+			return CG_REFUSE;
+		if (c->kind == CG_KIND_OPERAND)
 			snprintf(text, TEXT,
 				 "%s [ctxguard: %s refused: kernel %s launched on device %d "
 				 "with parameter %d on device %d%s]",
@@ -144,10 +138,10 @@ CUresult cg_act_as(struct cg_crossing *c, const struct cg_fn *fn, int action)
 				 "launched on device %d]",
 				 cg_crossing_message(cg_policy, c->rule), c->api, c->kernel,
 				 c->owner_dev, c->launch_dev);
-		return cg_refused_code;
+		return CG_REFUSE;
 	}
 	default:
-		return CUDA_SUCCESS;
+		return CG_PASS;
 	}
 }
 

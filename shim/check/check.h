@@ -8,11 +8,41 @@
 
 #pragma GCC visibility push(hidden)
 
+/* What the launch check returns.  The hot path (check(), the operand
+ * check) only finds: CG_PASS, a crossing of either kind, or a launch to
+ * shadow.  Off it, a crossing is recorded and its action decides: pass
+ * (warn, off), refuse, redirect, or abort (which does not return). */
+enum cg_verdict {
+	CG_PASS,                   /* to the driver as the program made it */
+	CG_REFUSE,                 /* the hook returns cg_refused_code */
+	CG_REDIRECT,               /* run where its operands live (shim/redirect/) */
+	CG_SHADOW,                 /* made as is, then the bundled kernel beside it */
+	CG_CROSSED_OWNER,          /* found: kind (a), not acted on yet */
+	CG_CROSSED_OPERAND,        /* found: kind (b), not acted on yet */
+};
+
+/* A crossing as recorded off the hot path, on the launch hook's stack:
+ * the report's fields, the function and launch context, and room for the
+ * operands a kind-(b) report lists (a launch's first 16 crossing ones). */
+enum { CG_RECORD_OPERANDS = 16, CG_RECORD_SHAPE = 128 };
+struct cg_crossing_record {
+	struct cg_crossing c;
+	const struct cg_fn *fn;
+	CUcontext ctx;
+	struct cg_operand ops[CG_RECORD_OPERANDS];
+	char shapes[CG_RECORD_OPERANDS][CG_RECORD_SHAPE];
+};
+
 /* Kind (b) for one launch of fn in ctx (shim/check/operands.c): its parameters
  * are kernelParams, else extra's buffer, or with extra CG_PARAM_SPACE what
- * cuParamSet* wrote into fn's parameter space (the deprecated launches). */
-CUresult cg_check_operands(const char *api, const struct cg_fn *fn, CUcontext ctx,
-			   CUstream stream, void **params, void **extra);
+ * cuParamSet* wrote into fn's parameter space (the deprecated launches).
+ * CG_PASS or CG_CROSSED_OPERAND. */
+enum cg_verdict cg_check_operands(const char *api, const struct cg_fn *fn, CUcontext ctx,
+				  CUstream stream, void **params, void **extra);
+/* The same launch's crossing operands, recorded in r (r->fn and r->ctx
+ * set): 0 when none crosses any more. */
+int cg_record_operands(struct cg_crossing_record *r, const char *api, CUstream stream,
+		       void **params, void **extra);
 /* A mark, never handed to the driver: no extra array can be at address 1. */
 #define CG_PARAM_SPACE ((void **)1)
 
@@ -47,15 +77,15 @@ const char *cg_fn_origin(const struct cg_fn *fn);
 
 /* A crossing by fn, launched in launch_ctx, with everything the report
  * names filled in; kind (b) adds the operand fields. */
-void cg_crossing_init(struct cg_crossing *c, char kind, const char *api, const struct cg_fn *fn,
+void cg_crossing_init(struct cg_crossing *c, enum cg_crossing_kind kind, const char *api, const struct cg_fn *fn,
 		      CUcontext launch_ctx, int launch_dev, CUstream stream);
 
-/* Decides and carries out the action for a crossing; returns CUDA_SUCCESS
- * (warn/off: launch anyway) or the error code to return (error).  abort
- * does not return. */
-CUresult cg_act(struct cg_crossing *c, const struct cg_fn *fn);
-/* The same with the action given (a redirect's fallback). */
-CUresult cg_act_as(struct cg_crossing *c, const struct cg_fn *fn, int action);
+/* Decides and carries out the action for a crossing: CG_PASS (warn, off:
+ * launch anyway), CG_REFUSE (error: cg_refused_code set) or CG_REDIRECT
+ * (the launch hook redirects it); abort does not return. */
+enum cg_verdict cg_act(struct cg_crossing *c, const struct cg_fn *fn);
+/* The same with the action given (a redirect's fallback): never redirect. */
+enum cg_verdict cg_act_as(struct cg_crossing *c, const struct cg_fn *fn, int action);
 /* The code this thread's last refusal returned (shim/check/action.c), whose
  * message cuGetErrorString gives while it stands. */
 extern _Thread_local CUresult cg_refused_code CG_TLS;

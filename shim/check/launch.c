@@ -11,14 +11,6 @@
 #include "../redirect/shadow.h"
 #include "../report/report.h"
 
-static __attribute__((noinline, cold)) CUresult
-crossing(const char *api, const struct cg_fn *fn, CUcontext launch_ctx, CUstream stream)
-{
-	struct cg_crossing c;
-	cg_crossing_init(&c, 'a', api, fn, launch_ctx, cg_ctx_device(launch_ctx), stream);
-	return cg_act(&c, fn);
-}
-
 /* The record a launch wrapper's fast path found for a function it had to
  * leave to the check (passes()), handed to that check, its next step on
  * this thread: the function is looked up once per launch. */
@@ -27,18 +19,18 @@ static _Thread_local const struct cg_fn *handed CG_TLS;
 /* The operand check each checked launch makes, chosen once from the
  * policy: one pointer instead of two settings read per launch, so that the
  * shadow costs the launch path nothing. */
-static CUresult (*operand_check)(const char *api, const struct cg_fn *fn, CUcontext ctx,
-				 CUstream stream, void **params, void **extra);
+static enum cg_verdict (*operand_check)(const char *api, const struct cg_fn *fn, CUcontext ctx,
+					CUstream stream, void **params, void **extra);
 
-/* With shadow on: the operand check (when on), then the shadow's choice
- * for a launch that passed it without crossing. */
-static CUresult shadow_check(const char *api, const struct cg_fn *fn, CUcontext ctx,
-			     CUstream stream, void **params, void **extra)
+/* With shadow on: the operand check (when on), then a launch that passed
+ * it is shadowed when it is a recognized GEMM. */
+static enum cg_verdict shadow_check(const char *api, const struct cg_fn *fn, CUcontext ctx,
+				    CUstream stream, void **params, void **extra)
 {
-	unsigned crossings = cg_shadow_crossings();
-	CUresult rc = cg_policy->operands ? cg_check_operands(api, fn, ctx, stream, params, extra)
-					  : CUDA_SUCCESS;
-	return rc != CUDA_SUCCESS ? rc : cg_shadow_choose(fn, ctx, crossings);
+	enum cg_verdict v = cg_policy->operands
+				    ? cg_check_operands(api, fn, ctx, stream, params, extra)
+				    : CG_PASS;
+	return v == CG_PASS && cg_shadow_wanted(fn) ? CG_SHADOW : v;
 }
 
 void cg_launch_configure(const struct cg_policy *p)
@@ -47,8 +39,9 @@ void cg_launch_configure(const struct cg_policy *p)
 }
 
 /* Inlined into each launch handler: the check of a launch that the
- * wrappers' fast path (passes(), below) could not let through. */
-static inline __attribute__((always_inline)) CUresult
+ * wrappers' fast path (passes(), below) could not let through.  It only
+ * finds (enum cg_verdict); what a finding becomes is settled off it. */
+static inline __attribute__((always_inline)) enum cg_verdict
 check(const char *api, CUfunction f, CUcontext launch_ctx, CUstream stream, void **params,
       void **extra)
 {
@@ -63,151 +56,189 @@ check(const char *api, CUfunction f, CUcontext launch_ctx, CUstream stream, void
 		/* Loaded out of sight (cudart's own fatbins): only its
 		 * operands can be checked, and only when asked for. */
 		if (!all || !cg_policy->operands || !(fn = cg_fn_seen((uintptr_t)f, stream)))
-			return CUDA_SUCCESS;
+			return CG_PASS;
 	}
 	if (fn->rule < 0 && !all)
-		return CUDA_SUCCESS;
+		return CG_PASS;
 	if (!launch_ctx)
 		launch_ctx = cg_launch_ctx(stream);
 	/* No launch context: the driver itself refuses the launch. */
 	if (!launch_ctx)
-		return CUDA_SUCCESS;
+		return CG_PASS;
 	/* A CUkernel (owner NULL) runs wherever it is launched.  Owners are
 	 * module domains: a green context's launch of its primary context's
 	 * function differs by handle alone, and is no crossing. */
 	if (fn->owner && CG_UNLIKELY(launch_ctx != fn->owner) &&
 	    cg_ctx_domain(launch_ctx, stream) != fn->owner)
-		return crossing(api, fn, launch_ctx, stream);
+		return CG_CROSSED_OWNER;
 	if (operand_check)
 		return operand_check(api, fn, launch_ctx, stream, params, extra);
-	return CUDA_SUCCESS;
+	return CG_PASS;
 }
 
-/* A launch that goes through (or is redirected) leaves no refusal message
- * behind for the thread's next cuGetErrorString. */
-static inline __attribute__((always_inline)) CUresult
+/* A launch that goes through leaves no refusal message behind for the
+ * thread's next cuGetErrorString. */
+static inline __attribute__((always_inline)) enum cg_verdict
 checked(const char *api, CUfunction f, CUcontext launch_ctx, CUstream stream, void **params,
 	void **extra)
 {
-	CUresult rc = check(api, f, launch_ctx, stream, params, extra);
-	if (rc == CUDA_SUCCESS || rc == CG_REDIRECTED || rc == CG_SHADOWED)
+	enum cg_verdict v = check(api, f, launch_ctx, stream, params, extra);
+	if (CG_LIKELY(v == CG_PASS))
 		cg_error_clear();
-	return rc;
+	return v;
+}
+
+/* Off the hot path: what the check found, recorded in r (the launch hook's
+ * stack), becomes a verdict: a crossing's action decides, and a launch to
+ * shadow stays one.  The function and context are looked up again (the
+ * check keeps nothing for later); one gone meanwhile passes, as does a
+ * kind-(b) launch none of whose operands crosses any more. */
+static enum cg_verdict settle(struct cg_crossing_record *r, enum cg_verdict found,
+			      const char *api, CUfunction f, CUcontext launch_ctx,
+			      CUstream stream, void **params, void **extra)
+{
+	r->fn = cg_fn_get((uintptr_t)f);
+	r->ctx = launch_ctx ? launch_ctx : cg_launch_ctx(stream);
+	enum cg_verdict v = found;
+	if (!r->fn || !r->ctx)
+		v = CG_PASS;
+	else if (found == CG_CROSSED_OWNER) {
+		cg_crossing_init(&r->c, CG_KIND_OWNER, api, r->fn, r->ctx, cg_ctx_device(r->ctx),
+				 stream);
+		v = cg_act(&r->c, r->fn);
+	} else if (found == CG_CROSSED_OPERAND)
+		v = cg_record_operands(r, api, stream, params, extra) ? cg_act(&r->c, r->fn)
+									: CG_PASS;
+	if (v != CG_REFUSE)
+		cg_error_clear();
+	return v;
 }
 
 /* A crossing a redirect could not take gets the fallback action. */
-static CUresult fallback(struct cg_unredirected *u)
+static CUresult fallback(struct cg_crossing_record *r)
 {
-	return cg_act_as(&u->c, u->fn, cg_policy->redirect_fallback);
+	enum cg_verdict v = cg_act_as(&r->c, r->fn, cg_policy->redirect_fallback);
+	return v == CG_REFUSE ? cg_refused_code : CUDA_SUCCESS;
 }
 
-static CUresult refused(const char *api)
+/* The launches a redirect cannot take: a crossing to redirect falls back
+ * (said why), and one to shadow passes, said undecodable. */
+static __attribute__((noinline, cold)) CUresult
+not_taken(enum cg_verdict found, const char *api, CUfunction f, CUcontext launch_ctx,
+	  CUstream stream, void **params, void **extra)
 {
-	struct cg_unredirected u;
-	cg_redirect_refuse(api, &u);
-	return fallback(&u);
-}
-
-/* Launches that cannot be redirected fall back when the action says so,
- * and are not shadowed. */
-static __attribute__((noinline, cold)) CUresult not_taken(const char *api, CUresult rc)
-{
-	if (rc == CG_REDIRECTED)
-		return refused(api);
-	if (rc == CG_SHADOWED) {
-		cg_shadow_refuse(api);
+	struct cg_crossing_record r;
+	switch (settle(&r, found, api, f, launch_ctx, stream, params, extra)) {
+	case CG_REFUSE:
+		return cg_refused_code;
+	case CG_REDIRECT:
+		cg_redirect_refuse(api, &r.c, r.fn);
+		return fallback(&r);
+	case CG_SHADOW:
+		cg_shadow_refuse(api, r.fn, r.ctx);
+		return CUDA_SUCCESS;
+	default:
 		return CUDA_SUCCESS;
 	}
-	return rc;
 }
 
 CUresult cg_check_launch(const char *api, CUfunction f, CUcontext launch_ctx, CUstream stream,
 			 void **params, void **extra)
 {
-	CUresult rc = checked(api, f, launch_ctx, stream, params, extra);
-	return CG_UNLIKELY(rc != CUDA_SUCCESS) ? not_taken(api, rc) : rc;
+	enum cg_verdict v = checked(api, f, launch_ctx, stream, params, extra);
+	return CG_UNLIKELY(v != CG_PASS)
+		       ? not_taken(v, api, f, launch_ctx, stream, params, extra)
+		       : CUDA_SUCCESS;
 }
 
-static CUresult redirected(const struct cg_launch *l)
+/* The launch as the program made it, from its config: a launch to shadow,
+ * or one whose crossing's action let it go. */
+static CUresult as_made(const struct cg_variant *v, CUfunction f, const CUlaunchConfig *c,
+			void **params, void **extra)
 {
+	if (!strcmp(v->family, "cuLaunchKernelEx"))
+		return CG_MARKED(CG_REAL(cuLaunchKernelEx, v)(c, f, params, extra));
+	return CG_MARKED(CG_REAL(cuLaunchKernel, v)(f, c->gridDimX, c->gridDimY, c->gridDimZ,
+						    c->blockDimX, c->blockDimY, c->blockDimZ,
+						    c->sharedMemBytes, c->hStream, params, extra));
+}
+
+/* The launch as the program made it, for the redirect and the shadow: a
+ * NULL stream of a _ptsz variant is the per-thread stream. */
+static struct cg_launch launch_of(const struct cg_variant *v, CUfunction f,
+				  const CUlaunchConfig *config, void **params, void **extra)
+{
+	struct cg_launch l = {v->symbol, f, *config, params, extra};
+	if (!l.config.hStream && strstr(v->symbol, "_ptsz"))
+		l.config.hStream = CU_STREAM_PER_THREAD;
+	return l;
+}
+
+/* The redirect path: run where the crossing record says, else the
+ * fallback.  No config: the driver would refuse the launch, and so does
+ * the fallback. */
+static CUresult redirect(const struct cg_variant *v, struct cg_crossing_record *r, CUfunction f,
+			 const CUlaunchConfig *config, void **params, void **extra)
+{
+	if (!config) {
+		cg_redirect_refuse(v->symbol, &r->c, r->fn);
+		return fallback(r);
+	}
+	struct cg_launch l = launch_of(v, f, config, params, extra);
 	CUresult rc;
-	struct cg_unredirected u;
-	return cg_redirect(l, &rc, &u) ? rc : fallback(&u);
-}
-
-/* The redirect path: the launch as the program made it (no config: the
- * driver would refuse the launch, and so does the fallback).  A NULL stream
- * of a _ptsz variant is the per-thread stream. */
-static __attribute__((noinline, cold)) CUresult redirect(const struct cg_variant *v,
-							 CUfunction f, const CUlaunchConfig *config,
-							 void **params, void **extra)
-{
-	if (!config)
-		return refused(v->symbol);
-	struct cg_launch l = {v->symbol, f, *config, params, extra};
-	if (!l.config.hStream && strstr(v->symbol, "_ptsz"))
-		l.config.hStream = CU_STREAM_PER_THREAD;
-	return CG_MARKED(redirected(&l));
-}
-
-/* After the launch to shadow, made with result rc: the shadow, when it
- * was made.  A NULL stream of a _ptsz variant is the per-thread stream. */
-static CUresult shadow_after(const struct cg_variant *v, CUresult rc, CUfunction f,
-			     const CUlaunchConfig *config, void **params, void **extra)
-{
-	if (rc != CUDA_SUCCESS || !config)
-		return rc;
-	struct cg_launch l = {v->symbol, f, *config, params, extra};
-	if (!l.config.hStream && strstr(v->symbol, "_ptsz"))
-		l.config.hStream = CU_STREAM_PER_THREAD;
-	/* its bundled launch is ctxguard's own: marked, as a redirect's is */
-	cg_hooked_call = 1;
-	cg_shadow(&l);
+	cg_hooked_call = cg_policy->backstop;
+	int done = cg_redirect(&l, &r->c, r->fn, &rc);
 	cg_hooked_call = 0;
-	return rc;
+	return done ? rc : fallback(r);
 }
 
 /* The shadow path: the launch as the program made it (rebuilt from its
  * config, so that the handler keeps no arguments for it), then, when it
- * was made, the shadow beside it (shim/redirect/shadow.c). */
-static __attribute__((noinline, cold)) CUresult shadowed(const struct cg_variant *v,
-							 CUfunction f, const CUlaunchConfig *c,
-							 void **params, void **extra)
+ * was made, the shadow beside it (shim/redirect/shadow.c); its bundled
+ * launch is ctxguard's own, marked as a redirect's is. */
+static CUresult shadowed(const struct cg_variant *v, const struct cg_crossing_record *r,
+			 CUfunction f, const CUlaunchConfig *config, void **params, void **extra)
 {
-	if (!strcmp(v->family, "cuLaunchKernelEx"))
-		return shadow_after(v, CG_MARKED(CG_REAL(cuLaunchKernelEx, v)(c, f, params, extra)),
-				    f, c, params, extra);
-	return shadow_after(v,
-			    CG_MARKED(CG_REAL(cuLaunchKernel, v)(
-				    f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX,
-				    c->blockDimY, c->blockDimZ, c->sharedMemBytes, c->hStream,
-				    params, extra)),
-			    f, c, params, extra);
-}
-
-/* What a launch a redirect can take over does when the check did not just
- * pass it: the redirect, the launch then its shadow, or the refusal. */
-static __attribute__((noinline, cold)) CUresult unusual(const struct cg_variant *v, CUresult rc,
-							CUfunction f, const CUlaunchConfig *config,
-							void **params, void **extra)
-{
-	if (rc == CG_REDIRECTED)
-		return redirect(v, f, config, params, extra);
-	if (rc == CG_SHADOWED)
-		return shadowed(v, f, config, params, extra);
+	CUresult rc = as_made(v, f, config, params, extra);
+	if (rc != CUDA_SUCCESS || !config)
+		return rc;
+	struct cg_launch l = launch_of(v, f, config, params, extra);
+	cg_hooked_call = 1;
+	cg_shadow(&l, r->fn, r->ctx);
+	cg_hooked_call = 0;
 	return rc;
 }
 
+/* What a launch a redirect can take over does when the check did not just
+ * pass it: settled, then the redirect, the launch and its shadow, the
+ * refusal, or the launch as made (a warn or off action). */
+static __attribute__((noinline, cold)) CUresult
+unusual(const struct cg_variant *v, enum cg_verdict found, CUfunction f,
+	const CUlaunchConfig *config, void **params, void **extra)
+{
+	struct cg_crossing_record r;
+	switch (settle(&r, found, v->symbol, f, NULL, config ? config->hStream : NULL, params,
+		       extra)) {
+	case CG_REFUSE:
+		return cg_refused_code;
+	case CG_REDIRECT:
+		return redirect(v, &r, f, config, params, extra);
+	case CG_SHADOW:
+		return shadowed(v, &r, f, config, params, extra);
+	default:
+		return as_made(v, f, config, params, extra);
+	}
+}
+
 /* The launches a redirect can take over: checked, then either the real
- * call or, for a crossing under the redirect action, the launch described
- * by config (an expression evaluated only then), or for a launch to shadow
- * the launch made from config, then the shadow. */
+ * call or, when the check found something, what it settles into, with
+ * the launch described by config (an expression evaluated only then). */
 #define CG_REDIRECTABLE(fam, stream, config)                                 \
 	CG_HANDLER(fam)                                                      \
 	{                                                                    \
-		CUresult rc_ = checked(v->symbol, f, NULL, stream, kernelParams, extra); \
-		if (CG_UNLIKELY(rc_ != CUDA_SUCCESS))                        \
-			return unusual(v, rc_, f, config, kernelParams, extra); \
+		enum cg_verdict v_ = checked(v->symbol, f, NULL, stream, kernelParams, extra); \
+		if (CG_UNLIKELY(v_ != CG_PASS))                              \
+			return unusual(v, v_, f, config, kernelParams, extra); \
 		return CG_MARKED(CG_REAL(fam, v)(CG_UNPAREN(A_##fam)));      \
 	}
 

@@ -6,26 +6,19 @@
 #include <string.h>
 
 #include "check.h"
-#include "../redirect/shadow.h"
 #include "../report/report.h"
 
-/* A report lists a launch's first 16: kernels take a handful of pointer
- * and tensor-map parameters. */
-enum { MAX_OPERANDS = 16, SHAPE = 128 };
-
-/* Off the fast path: operand `first` is on another device than dev.  One
- * launch is one crossing, whatever number of its operands cross: collect
- * them all into one report.  A tensor map counts only if ctxguard saw it
+/* Off the fast path: the launch's operands on another device than dev,
+ * recorded in r.  One launch is one crossing, whatever number of its
+ * operands cross: the report lists them all (its first
+ * CG_RECORD_OPERANDS).  A tensor map counts only if ctxguard saw it
  * encoded with that address; its record gives the shape for the report. */
-static __attribute__((noinline, cold)) CUresult
-crossing(const char *api, const struct cg_fn *fn, CUcontext ctx, int dev, CUstream stream,
-	 const struct cg_layout *l, unsigned first, void **params, const unsigned char *buf,
-	 size_t nbuf)
+static size_t crossing_operands(struct cg_crossing_record *r, int dev, CUstream stream,
+				const struct cg_layout *l, void **params, const unsigned char *buf,
+				size_t nbuf)
 {
-	struct cg_operand ops[MAX_OPERANDS];
-	char shapes[MAX_OPERANDS][SHAPE];
 	size_t n = 0;
-	for (unsigned p = first; p < l->n && n < MAX_OPERANDS; p++) {
+	for (unsigned p = 0; p < l->n && n < CG_RECORD_OPERANDS; p++) {
 		const void *bytes;
 		uintptr_t a;
 		if (!cg_operand_address(l, p, params, buf, nbuf, &bytes, &a))
@@ -38,19 +31,13 @@ crossing(const char *api, const struct cg_fn *fn, CUcontext ctx, int dev, CUstre
 			struct cg_tmap t;
 			if (!cg_tmap_find(bytes, &t) || t.addr != a)
 				continue;
-			cg_tmap_describe(&t, shapes[n], SHAPE);
-			shape = shapes[n];
+			cg_tmap_describe(&t, r->shapes[n], CG_RECORD_SHAPE);
+			shape = r->shapes[n];
 		}
-		ops[n++] = (struct cg_operand){.param = l->p[p].index, .dev = d, .addr = a,
-					       .shape = shape, .uuid = cg_device_uuid(d)};
+		r->ops[n++] = (struct cg_operand){.param = l->p[p].index, .dev = d, .addr = a,
+						  .shape = shape, .uuid = cg_device_uuid(d)};
 	}
-	if (!n)
-		return CUDA_SUCCESS;
-	struct cg_crossing c;
-	cg_crossing_init(&c, 'b', api, fn, ctx, dev, stream);
-	c.operands = ops;
-	c.noperands = n;
-	return cg_act(&c, fn);
+	return n;
 }
 
 /* The deprecated launches (cuLaunch, cuLaunchGrid[Async]) pass what
@@ -108,12 +95,11 @@ CG_AFTER(cuParamSetv, param_set(hfunc, offset, ptr, numbytes))
 
 /* A deprecated launch of a function whose parameters ctxguard cannot know
  * passes unchecked, said once per function, and fails `ctxguard --audit`. */
-static __attribute__((noinline, cold)) CUresult unknown_params(const char *api,
-							       const struct cg_fn *fn,
-							       CUcontext ctx)
+static __attribute__((noinline, cold)) void unknown_params(const char *api,
+							   const struct cg_fn *fn, CUcontext ctx)
 {
 	if (atomic_exchange(&((struct cg_fn *)fn)->unchecked, 1))
-		return CUDA_SUCCESS;
+		return;
 	int dev = cg_ctx_device(ctx);
 	cg_status_word("unchecked");
 	cg_stderr("ctxguard: %s of kernel %s on device %d passed unchecked: its parameters were "
@@ -126,7 +112,6 @@ static __attribute__((noinline, cold)) CUresult unknown_params(const char *api,
 	cg_log_event("unchecked", "\"api\":\"%s\",\"kernel\":\"%s\",\"launch_dev\":%d,"
 		     "\"reason\":\"parameters set before ctxguard saw the function\"",
 		     api, esc, dev);
-	return CUDA_SUCCESS;
 }
 
 /* The launch's operand loop; inlined twice so that the kernelParams form
@@ -134,10 +119,9 @@ static __attribute__((noinline, cold)) CUresult unknown_params(const char *api,
  * launch on Hopper) tests nothing per operand that is decided per launch:
  * the form, the word a tensor map keeps its address in (word: its byte
  * offset), the map's pointer. */
-static inline __attribute__((always_inline)) CUresult
-walk(const char *api, const struct cg_fn *fn, CUcontext ctx, int dev, CUstream stream,
-     const struct cg_layout *l, void **params, const unsigned char *buf, size_t nbuf,
-     cg_tag *tags, size_t word)
+static inline __attribute__((always_inline)) enum cg_verdict
+walk(int dev, CUstream stream, const struct cg_layout *l, void **params, const unsigned char *buf,
+     size_t nbuf, cg_tag *tags, size_t word)
 {
 	for (unsigned p = 0, n = l->n; p < n; p++) {
 		uintptr_t a;
@@ -160,43 +144,68 @@ walk(const char *api, const struct cg_fn *fn, CUcontext ctx, int dev, CUstream s
 		int d = tag ? cg_mem_tag_device(tag) : cg_mem_device(a, stream);
 		if (CG_LIKELY(d < 0 || d == dev))
 			continue;
-		return crossing(api, fn, ctx, dev, stream, l, p, params, buf, nbuf);
+		return CG_CROSSED_OPERAND;
 	}
-	return CUDA_SUCCESS;
+	return CG_PASS;
 }
 
-CUresult cg_check_operands(const char *api, const struct cg_fn *fn, CUcontext ctx,
-			   CUstream stream, void **params, void **extra)
+/* Where a launch's parameters are: kernelParams holds a pointer per
+ * parameter; the extra form packs them into one buffer at their offsets,
+ * as the parameter space does (CG_PARAM_SPACE: fn's, NULL while nothing
+ * was written). */
+static inline __attribute__((always_inline)) const unsigned char *
+param_bytes(const struct cg_fn *fn, void **params, void **extra,
+					size_t *nbuf)
 {
-	const struct cg_layout *l = cg_layout_of(fn, stream);
-	/* kernelParams holds a pointer per parameter; the extra form packs
-	 * them into one buffer at their offsets, as the parameter space does. */
-	size_t nbuf = 0;
-	const unsigned char *buf = NULL;
+	*nbuf = 0;
 	if (CG_UNLIKELY(extra == CG_PARAM_SPACE)) {
-		if (l->n && unseen(fn))
-			return unknown_params(api, fn, ctx);
 		const struct cg_params *p = atomic_load_explicit(&((struct cg_fn *)fn)->params,
 								 memory_order_acquire);
-		if (p) {
-			buf = p->bytes;
-			nbuf = p->size;
-		}
-	} else if (!params && extra) {
-		buf = cg_extra_buffer(extra, &nbuf);
+		if (!p)
+			return NULL;
+		*nbuf = p->size;
+		return p->bytes;
 	}
+	return !params && extra ? cg_extra_buffer(extra, nbuf) : NULL;
+}
+
+enum cg_verdict cg_check_operands(const char *api, const struct cg_fn *fn, CUcontext ctx,
+				  CUstream stream, void **params, void **extra)
+{
+	const struct cg_layout *l = cg_layout_of(fn, stream);
+	if (CG_UNLIKELY(extra == CG_PARAM_SPACE) && l->n && unseen(fn)) {
+		unknown_params(api, fn, ctx);
+		return CG_PASS;
+	}
+	size_t nbuf;
+	const unsigned char *buf = param_bytes(fn, params, extra, &nbuf);
 	if (!l->n || (!params && !buf))
-		return CUDA_SUCCESS;
+		return CG_PASS;
 	int dev = cg_ctx_device(ctx);
 	if (dev < 0)
-		return CUDA_SUCCESS;
+		return CG_PASS;
 	/* Without a known address word a tensor map is looked up by its
 	 * bytes (cg_operand_address); without the map, an address is looked
 	 * up in the table (cg_mem_device). */
 	uint32_t words = atomic_load_explicit(&cg_tmap_addr_words, memory_order_relaxed) & CG_TMAP_WORDS;
 	cg_tag *tags = atomic_load_explicit(&cg_granule_tags, memory_order_acquire);
 	if (CG_LIKELY(params && words && tags))
-		return walk(api, fn, ctx, dev, stream, l, params, NULL, 0, tags,
-			    8 * (size_t)__builtin_ctz(words));
-	return walk(api, fn, ctx, dev, stream, l, params, buf, nbuf, NULL, 0);
+		return walk(dev, stream, l, params, NULL, 0, tags, 8 * (size_t)__builtin_ctz(words));
+	return walk(dev, stream, l, params, buf, nbuf, NULL, 0);
+}
+
+int cg_record_operands(struct cg_crossing_record *r, const char *api, CUstream stream,
+		       void **params, void **extra)
+{
+	const struct cg_layout *l = cg_layout_of(r->fn, stream);
+	size_t nbuf;
+	const unsigned char *buf = param_bytes(r->fn, params, extra, &nbuf);
+	int dev = cg_ctx_device(r->ctx);
+	size_t n = crossing_operands(r, dev, stream, l, params, buf, nbuf);
+	if (!n)
+		return 0;
+	cg_crossing_init(&r->c, CG_KIND_OPERAND, api, r->fn, r->ctx, dev, stream);
+	r->c.operands = r->ops;
+	r->c.noperands = n;
+	return 1;
 }

@@ -26,49 +26,6 @@
 /* Streams a redirect orders itself with, at most: the copy is on the stack. */
 enum { MAX_KNOWN = 512, MAX_DEVICES = 64 };
 
-/* The crossing cg_act saw, for this thread's launch hook (the operands of
- * a kind-(b) crossing live on the checker's stack: copied).  On the heap,
- * once per thread: in TLS it would not fit the static TLS block that a
- * dlopen of the library (ctypes, the torch ops) draws from. */
-enum { NOTED_OPERANDS = 16, SHAPE = 128 };
-struct noted {
-	struct cg_crossing c;
-	const struct cg_fn *fn;
-	struct cg_operand ops[NOTED_OPERANDS];
-	char shapes[NOTED_OPERANDS][SHAPE];
-};
-static _Thread_local struct noted *noted;
-static pthread_key_t noted_key;
-static pthread_once_t noted_once = PTHREAD_ONCE_INIT;
-
-static void make_noted_key(void)
-{
-	pthread_key_create(&noted_key, free);
-}
-
-int cg_redirect_note(const struct cg_crossing *c, const struct cg_fn *fn)
-{
-	if (!noted) {
-		pthread_once(&noted_once, make_noted_key);
-		if (!(noted = malloc(sizeof *noted)))
-			return 0;
-		pthread_setspecific(noted_key, noted);
-	}
-	noted->c = *c;
-	noted->fn = fn;
-	size_t n = c->noperands < NOTED_OPERANDS ? c->noperands : NOTED_OPERANDS;
-	for (size_t i = 0; i < n; i++) {
-		noted->ops[i] = c->operands[i];
-		if (c->operands[i].shape) {
-			snprintf(noted->shapes[i], SHAPE, "%s", c->operands[i].shape);
-			noted->ops[i].shape = noted->shapes[i];
-		}
-	}
-	noted->c.operands = n ? noted->ops : NULL;
-	noted->c.noperands = n;
-	return 1;
-}
-
 /* GemmType::Normal: one group, every row in it (a grouped_layout of zeros). */
 static CUresult run_normal(CUcontext ctx, CUstream s, const struct cg_gmm_problem *p)
 {
@@ -461,7 +418,7 @@ static void log_redirect(struct cg_crossing *c)
  * launch's for (b). */
 static int from_dev(const struct cg_crossing *c)
 {
-	return c->kind == 'a' ? c->owner_dev : c->launch_dev;
+	return c->kind == CG_KIND_OWNER ? c->owner_dev : c->launch_dev;
 }
 
 static void done(struct cg_crossing *c, struct cg_fn *fn, const struct plan *p)
@@ -499,30 +456,28 @@ static void waited(const struct cg_crossing *c, struct cg_fn *fn, const struct p
 
 /* Stopped after all: one line why; the fallback's usual report follows
  * (the caller's, given the crossing in u). */
-static int impossible(const struct cg_crossing *c, const struct cg_fn *fn, const char *why,
-		      struct cg_unredirected *u)
+static int impossible(const struct cg_crossing *c, const struct cg_fn *fn, const char *why)
 {
 	int action = cg_policy->redirect_fallback;
 	if (atomic_load(&fn->reports) < CG_REPORTS_PER_KERNEL || action == CG_ACT_ABORT)
 		cg_stderr("ctxguard: redirect impossible: kernel %s launched on device %d: %s; "
 			  "falling back to %s (redirect_fallback)\n",
 			  shown_name(fn), c->launch_dev, why, cg_action_name(action));
-	u->c = *c;
-	u->fn = fn;
 	return 0;
 }
 
-int cg_redirect(const struct cg_launch *l, CUresult *result, struct cg_unredirected *u)
+int cg_redirect(const struct cg_launch *l, const struct cg_crossing *crossing, const struct cg_fn *f,
+		CUresult *result)
 {
-	struct cg_crossing c = noted->c;
-	struct cg_fn *fn = (struct cg_fn *)noted->fn;
+	struct cg_crossing c = *crossing;
+	struct cg_fn *fn = (struct cg_fn *)f;
 	char why[512] = "";
 	struct plan p;
 	*result = cg_redirect_malformed(l->params, l->extra);
 	if (*result != CUDA_SUCCESS)
 		return 1;
 	if (!plan(l, &c, fn, &p, why, sizeof why))
-		return impossible(&c, fn, why, u);
+		return impossible(&c, fn, why);
 	CUstream s = l->config.hStream;
 	struct progress progress = {0};
 	CUresult rc = p.target == c.launch_ctx
@@ -530,7 +485,7 @@ int cg_redirect(const struct cg_launch *l, CUresult *result, struct cg_unredirec
 			      : ordered(&p, l, fn, s, (CUcontext)c.launch_ctx, &progress, why,
 					sizeof why);
 	if (rc != CUDA_SUCCESS && !progress.queued)
-		return impossible(&c, fn, why, u);
+		return impossible(&c, fn, why);
 	c.host_wait = progress.wait;
 	done(&c, fn, &p);
 	if (progress.wait.failed)
@@ -547,11 +502,10 @@ void cg_redirect_forked(void)
 	cg_rehome_reset();
 }
 
-void cg_redirect_refuse(const char *api, struct cg_unredirected *u)
+void cg_redirect_refuse(const char *api, const struct cg_crossing *c, const struct cg_fn *fn)
 {
-	struct cg_crossing c = noted->c;
 	char why[128];
 	snprintf(why, sizeof why, "%s is not redirected (cuLaunchKernel and cuLaunchKernelEx are)",
 		 api);
-	impossible(&c, noted->fn, why, u);
+	impossible(c, fn, why);
 }

@@ -8,10 +8,6 @@
 
 #include "../track/track.h"
 
-/* What cg_act returns for a crossing under the redirect action: the launch
- * hook then calls cg_redirect (never reaches the program). */
-#define CG_REDIRECTED ((CUresult)0x43470001)
-
 /* One launch as the program made it. */
 struct cg_launch {
 	const char *api;
@@ -28,23 +24,15 @@ static inline CUresult cg_redirect_malformed(void **params, void **extra)
 	return params && extra ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
 }
 
-/* cg_act's half: keeps the crossing for this thread's cg_redirect; 0 when
- * there was no memory to keep it in. */
-int cg_redirect_note(const struct cg_crossing *c, const struct cg_fn *fn);
-/* A crossing a redirect cannot take: the crossing and its function, which
- * the fallback action (redirect_fallback) then takes (the launch hook's
- * cg_act_as): redirect never decides an action itself. */
-struct cg_unredirected {
-	struct cg_crossing c;
-	const struct cg_fn *fn;
-};
-/* Runs the noted crossing's launch l where its operands live: 1 with
- * *result CUDA_SUCCESS, or the error of the host's wait for work queued
- * that could not be ordered; 0 when it cannot be done (said why, u filled). */
-int cg_redirect(const struct cg_launch *l, CUresult *result, struct cg_unredirected *u);
-/* A crossing noted by a launch API redirect does not handle: said, and u
- * filled for the fallback. */
-void cg_redirect_refuse(const char *api, struct cg_unredirected *u);
+/* Runs launch l, whose crossing is c (by fn), where its operands live:
+ * 1 with *result CUDA_SUCCESS, or the error of the host's wait for work
+ * queued that could not be ordered; 0 when it cannot be done, said why:
+ * the launch hook then gives c the fallback action (redirect_fallback). */
+int cg_redirect(const struct cg_launch *l, const struct cg_crossing *c, const struct cg_fn *fn,
+		CUresult *result);
+/* A crossing to redirect, made by a launch API redirect does not take:
+ * said why, before the fallback. */
+void cg_redirect_refuse(const char *api, const struct cg_crossing *c, const struct cg_fn *fn);
 
 /* The bundled kernel a decoded GEMM runs as (shim/redirect/decode.h), on stream s
  * of ctx (current): CUDA_SUCCESS, else the error with why filled. */

@@ -31,28 +31,9 @@
 
 static _Atomic unsigned long shadowed, mismatched, undecodable;
 
-/* What cg_shadow_choose noted for this thread's launch hook. */
-static _Thread_local const struct cg_fn *noted CG_TLS;
-static _Thread_local CUcontext noted_ctx CG_TLS;
-static _Thread_local unsigned crossed CG_TLS;
-
-void cg_shadow_crossed(void)
+int cg_shadow_wanted(const struct cg_fn *fn)
 {
-	crossed++;
-}
-
-unsigned cg_shadow_crossings(void)
-{
-	return crossed;
-}
-
-CUresult cg_shadow_choose(const struct cg_fn *fn, CUcontext launch_ctx, unsigned crossings)
-{
-	if (fn->rule < 0 || crossed != crossings || !cg_decode_is_gemm(fn->demangled))
-		return CUDA_SUCCESS;
-	noted = fn;
-	noted_ctx = launch_ctx;
-	return CG_SHADOWED;
+	return fn->rule >= 0 && cg_decode_is_gemm(fn->demangled);
 }
 
 static const char *const layout_names[CG_NLAYOUTS] = {
@@ -281,10 +262,8 @@ out:
 	scratch_give(ctx, scratch, bytes);
 }
 
-void cg_shadow(const struct cg_launch *l)
+void cg_shadow(const struct cg_launch *l, const struct cg_fn *fn, CUcontext ctx)
 {
-	const struct cg_fn *fn = noted;
-	CUcontext ctx = noted_ctx;
 	CUstream s = l->config.hStream;
 	struct cg_decoded g;
 	struct outcome o = {.result = "undecodable"};
@@ -326,7 +305,7 @@ void cg_shadow(const struct cg_launch *l)
 	report(l->api, fn, dev, &o);
 }
 
-void cg_shadow_refuse(const char *api)
+void cg_shadow_refuse(const char *api, const struct cg_fn *fn, CUcontext ctx)
 {
 	struct outcome o = {.result = "undecodable"};
 	if (cg_backstop_checking)
@@ -336,7 +315,7 @@ void cg_shadow_refuse(const char *api)
 		snprintf(o.reason, sizeof o.reason,
 			 "launched by %s (the redirect takes cuLaunchKernel and cuLaunchKernelEx)",
 			 api);
-	report(api, noted, cg_ctx_device(noted_ctx), &o);
+	report(api, fn, cg_ctx_device(ctx), &o);
 }
 
 void cg_shadow_summary(char *line, size_t nline, char *json, size_t njson)

@@ -12,28 +12,19 @@
 
 #include "redirect.h"
 
-/* What check() returns for an expert launch to shadow: the launch hook
- * makes the launch, then calls cg_shadow (never reaches the program). */
-#define CG_SHADOWED ((CUresult)0x43470002)
-
-/* check()'s half, with shadow on, after the operand check (when on)
- * passed: CG_SHADOWED for a launch of a recognized GEMM that did not
- * cross (no crossing on this thread since cg_shadow_crossings said
- * `crossings`), kept for this thread's cg_shadow; else CUDA_SUCCESS. */
-unsigned cg_shadow_crossings(void);
-CUresult cg_shadow_choose(const struct cg_fn *fn, CUcontext launch_ctx, unsigned crossings);
-/* After the program's launch l succeeded: the bundled kernel beside it,
- * compared and reported.  Never changes the launch's result. */
-void cg_shadow(const struct cg_launch *l);
-/* A noted launch made by an API the shadow does not take (the cooperative
- * and deprecated launches): reported undecodable, with the API named. */
-void cg_shadow_refuse(const char *api);
+/* With shadow on: whether a launch of fn that passed its checks is
+ * shadowed (an expert's recognized GEMM). */
+int cg_shadow_wanted(const struct cg_fn *fn);
+/* After the program's launch l of fn in ctx succeeded: the bundled kernel
+ * beside it, compared and reported.  Never changes the launch's result. */
+void cg_shadow(const struct cg_launch *l, const struct cg_fn *fn, CUcontext ctx);
+/* A launch to shadow made by an API the shadow does not take (the
+ * cooperative and deprecated launches): reported undecodable, with the
+ * API named. */
+void cg_shadow_refuse(const char *api, const struct cg_fn *fn, CUcontext ctx);
 /* The exit summary's part: ", shadowed N, mismatched M, undecodable K"
  * (line) and ",\"shadow\":{...}" (json); both empty with shadow off. */
 void cg_shadow_summary(char *line, size_t nline, char *json, size_t njson);
-/* A crossing on this thread: its launch gets the crossing's action, not a
- * shadow (shim/check/action.c). */
-void cg_shadow_crossed(void);
 /* A forked child counts its own launches. */
 void cg_shadow_forked(void);
 
