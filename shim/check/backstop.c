@@ -179,8 +179,11 @@ static void unhooked(const struct watch *w, const void *params)
 			s = ((const CUlaunchConfig *)s)->hStream;
 		if (first)
 			note(w->api, kernel_name(f));
-		cg_check_launch(w->api, f, NULL, s, field(params, w->params),
-				w->shape == PARAM_SPACE ? CG_PARAM_SPACE : field(params, w->extra));
+		if (w->shape == PARAM_SPACE)
+			cg_check_launch_space(w->api, f, s);
+		else
+			cg_check_launch(w->api, f, NULL, s, field(params, w->params),
+					field(params, w->extra));
 	}
 	cg_backstop_checking = 0;
 }

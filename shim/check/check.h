@@ -33,18 +33,22 @@ struct cg_crossing_record {
 	char shapes[CG_RECORD_OPERANDS][CG_RECORD_SHAPE];
 };
 
-/* Kind (b) for one launch of fn in ctx (shim/check/operands.c): its parameters
- * are kernelParams, else extra's buffer, or with extra CG_PARAM_SPACE what
- * cuParamSet* wrote into fn's parameter space (the deprecated launches).
- * CG_PASS or CG_CROSSED_OPERAND. */
+/* Where a launch's parameters are. */
+enum cg_params_from {
+	CG_PARAMS_GIVEN,           /* kernelParams, else extra's buffer */
+	CG_PARAMS_SPACE,           /* what cuParamSet* wrote into the function's
+				    * parameter space (the deprecated launches) */
+};
+
+/* Kind (b) for one launch of fn in ctx (shim/check/operands.c), its
+ * parameters where `from` says: CG_PASS or CG_CROSSED_OPERAND. */
 enum cg_verdict cg_check_operands(const char *api, const struct cg_fn *fn, CUcontext ctx,
-				  CUstream stream, void **params, void **extra);
+				  CUstream stream, void **params, void **extra,
+				  enum cg_params_from from);
 /* The same launch's crossing operands, recorded in r (r->fn and r->ctx
  * set): 0 when none crosses any more. */
 int cg_record_operands(struct cg_crossing_record *r, const char *api, CUstream stream,
-		       void **params, void **extra);
-/* A mark, never handed to the driver: no extra array can be at address 1. */
-#define CG_PARAM_SPACE ((void **)1)
+		       void **params, void **extra, enum cg_params_from from);
 
 /* ---- the CUPTI backstop (shim/check/backstop.c) ---- */
 
@@ -64,6 +68,9 @@ void cg_launch_configure(const struct cg_policy *p);
  * launch_ctx NULL: the stream's (or current) context. */
 CUresult cg_check_launch(const char *api, CUfunction f, CUcontext launch_ctx,
 			 CUstream stream, void **params, void **extra);
+/* The same for a deprecated launch, whose parameters are f's parameter
+ * space (cuParamSet*). */
+CUresult cg_check_launch_space(const char *api, CUfunction f, CUstream stream);
 /* How many entries of cuLaunchCooperativeKernelMultiDevice's list the
  * driver would read: n, or 0 for a count it refuses unread. */
 unsigned cg_multi_entries(const CUDA_LAUNCH_PARAMS *list, unsigned n);

@@ -20,15 +20,17 @@ static _Thread_local const struct cg_fn *handed CG_TLS;
  * policy: one pointer instead of two settings read per launch, so that the
  * shadow costs the launch path nothing. */
 static enum cg_verdict (*operand_check)(const char *api, const struct cg_fn *fn, CUcontext ctx,
-					CUstream stream, void **params, void **extra);
+					CUstream stream, void **params, void **extra,
+					enum cg_params_from from);
 
 /* With shadow on: the operand check (when on), then a launch that passed
  * it is shadowed when it is a recognized GEMM. */
 static enum cg_verdict shadow_check(const char *api, const struct cg_fn *fn, CUcontext ctx,
-				    CUstream stream, void **params, void **extra)
+				    CUstream stream, void **params, void **extra,
+				    enum cg_params_from from)
 {
 	enum cg_verdict v = cg_policy->operands
-				    ? cg_check_operands(api, fn, ctx, stream, params, extra)
+				    ? cg_check_operands(api, fn, ctx, stream, params, extra, from)
 				    : CG_PASS;
 	return v == CG_PASS && cg_shadow_wanted(fn) ? CG_SHADOW : v;
 }
@@ -43,7 +45,7 @@ void cg_launch_configure(const struct cg_policy *p)
  * finds (enum cg_verdict); what a finding becomes is settled off it. */
 static inline __attribute__((always_inline)) enum cg_verdict
 check(const char *api, CUfunction f, CUcontext launch_ctx, CUstream stream, void **params,
-      void **extra)
+      void **extra, enum cg_params_from from)
 {
 	cg_count(CG_C_LAUNCHES);
 	const struct cg_fn *fn = handed;
@@ -72,7 +74,7 @@ check(const char *api, CUfunction f, CUcontext launch_ctx, CUstream stream, void
 	    cg_ctx_domain(launch_ctx, stream) != fn->owner)
 		return CG_CROSSED_OWNER;
 	if (operand_check)
-		return operand_check(api, fn, launch_ctx, stream, params, extra);
+		return operand_check(api, fn, launch_ctx, stream, params, extra, from);
 	return CG_PASS;
 }
 
@@ -80,9 +82,9 @@ check(const char *api, CUfunction f, CUcontext launch_ctx, CUstream stream, void
  * thread's next cuGetErrorString. */
 static inline __attribute__((always_inline)) enum cg_verdict
 checked(const char *api, CUfunction f, CUcontext launch_ctx, CUstream stream, void **params,
-	void **extra)
+	void **extra, enum cg_params_from from)
 {
-	enum cg_verdict v = check(api, f, launch_ctx, stream, params, extra);
+	enum cg_verdict v = check(api, f, launch_ctx, stream, params, extra, from);
 	if (CG_LIKELY(v == CG_PASS))
 		cg_error_clear();
 	return v;
@@ -95,7 +97,8 @@ checked(const char *api, CUfunction f, CUcontext launch_ctx, CUstream stream, vo
  * kind-(b) launch none of whose operands crosses any more. */
 static enum cg_verdict settle(struct cg_crossing_record *r, enum cg_verdict found,
 			      const char *api, CUfunction f, CUcontext launch_ctx,
-			      CUstream stream, void **params, void **extra)
+			      CUstream stream, void **params, void **extra,
+			      enum cg_params_from from)
 {
 	r->fn = cg_fn_get((uintptr_t)f);
 	r->ctx = launch_ctx ? launch_ctx : cg_launch_ctx(stream);
@@ -107,8 +110,9 @@ static enum cg_verdict settle(struct cg_crossing_record *r, enum cg_verdict foun
 				 stream);
 		v = cg_act(&r->c, r->fn);
 	} else if (found == CG_CROSSED_OPERAND)
-		v = cg_record_operands(r, api, stream, params, extra) ? cg_act(&r->c, r->fn)
-									: CG_PASS;
+		v = cg_record_operands(r, api, stream, params, extra, from)
+			    ? cg_act(&r->c, r->fn)
+			    : CG_PASS;
 	if (v != CG_REFUSE)
 		cg_error_clear();
 	return v;
@@ -125,10 +129,10 @@ static CUresult fallback(struct cg_crossing_record *r)
  * (said why), and one to shadow passes, said undecodable. */
 static __attribute__((noinline, cold)) CUresult
 not_taken(enum cg_verdict found, const char *api, CUfunction f, CUcontext launch_ctx,
-	  CUstream stream, void **params, void **extra)
+	  CUstream stream, void **params, void **extra, enum cg_params_from from)
 {
 	struct cg_crossing_record r;
-	switch (settle(&r, found, api, f, launch_ctx, stream, params, extra)) {
+	switch (settle(&r, found, api, f, launch_ctx, stream, params, extra, from)) {
 	case CG_REFUSE:
 		return cg_refused_code;
 	case CG_REDIRECT:
@@ -142,13 +146,25 @@ not_taken(enum cg_verdict found, const char *api, CUfunction f, CUcontext launch
 	}
 }
 
+static inline __attribute__((always_inline)) CUresult
+check_launch(const char *api, CUfunction f, CUcontext launch_ctx, CUstream stream, void **params,
+	     void **extra, enum cg_params_from from)
+{
+	enum cg_verdict v = checked(api, f, launch_ctx, stream, params, extra, from);
+	return CG_UNLIKELY(v != CG_PASS)
+		       ? not_taken(v, api, f, launch_ctx, stream, params, extra, from)
+		       : CUDA_SUCCESS;
+}
+
 CUresult cg_check_launch(const char *api, CUfunction f, CUcontext launch_ctx, CUstream stream,
 			 void **params, void **extra)
 {
-	enum cg_verdict v = checked(api, f, launch_ctx, stream, params, extra);
-	return CG_UNLIKELY(v != CG_PASS)
-		       ? not_taken(v, api, f, launch_ctx, stream, params, extra)
-		       : CUDA_SUCCESS;
+	return check_launch(api, f, launch_ctx, stream, params, extra, CG_PARAMS_GIVEN);
+}
+
+CUresult cg_check_launch_space(const char *api, CUfunction f, CUstream stream)
+{
+	return check_launch(api, f, NULL, stream, NULL, NULL, CG_PARAMS_SPACE);
 }
 
 /* The launch as the program made it, from its config: a launch to shadow,
@@ -218,7 +234,7 @@ unusual(const struct cg_variant *v, enum cg_verdict found, CUfunction f,
 {
 	struct cg_crossing_record r;
 	switch (settle(&r, found, v->symbol, f, NULL, config ? config->hStream : NULL, params,
-		       extra)) {
+		       extra, CG_PARAMS_GIVEN)) {
 	case CG_REFUSE:
 		return cg_refused_code;
 	case CG_REDIRECT:
@@ -236,7 +252,8 @@ unusual(const struct cg_variant *v, enum cg_verdict found, CUfunction f,
 #define CG_REDIRECTABLE(fam, stream, config)                                 \
 	CG_HANDLER(fam)                                                      \
 	{                                                                    \
-		enum cg_verdict v_ = checked(v->symbol, f, NULL, stream, kernelParams, extra); \
+		enum cg_verdict v_ = checked(v->symbol, f, NULL, stream, kernelParams, extra, \
+					     CG_PARAMS_GIVEN);                       \
 		if (CG_UNLIKELY(v_ != CG_PASS))                              \
 			return unusual(v, v_, f, config, kernelParams, extra); \
 		return CG_MARKED(CG_REAL(fam, v)(CG_UNPAREN(A_##fam)));      \
@@ -249,9 +266,9 @@ CG_REDIRECTABLE(cuLaunchKernelEx, config ? config->hStream : NULL, config)
 CG_CHECKED(cuLaunchCooperativeKernel,
 	   cg_check_launch(v->symbol, f, NULL, hStream, kernelParams, NULL))
 /* The deprecated launches pass the parameters cuParamSet* left in f. */
-CG_CHECKED(cuLaunch, cg_check_launch(v->symbol, f, NULL, NULL, NULL, CG_PARAM_SPACE))
-CG_CHECKED(cuLaunchGrid, cg_check_launch(v->symbol, f, NULL, NULL, NULL, CG_PARAM_SPACE))
-CG_CHECKED(cuLaunchGridAsync, cg_check_launch(v->symbol, f, NULL, hStream, NULL, CG_PARAM_SPACE))
+CG_CHECKED(cuLaunch, cg_check_launch_space(v->symbol, f, NULL))
+CG_CHECKED(cuLaunchGrid, cg_check_launch_space(v->symbol, f, NULL))
+CG_CHECKED(cuLaunchGridAsync, cg_check_launch_space(v->symbol, f, hStream))
 
 /* The deprecated multi-device launch: how many entries of list the driver
  * would read.  A count past the device count is refused by the driver

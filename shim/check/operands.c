@@ -151,14 +151,13 @@ walk(int dev, CUstream stream, const struct cg_layout *l, void **params, const u
 
 /* Where a launch's parameters are: kernelParams holds a pointer per
  * parameter; the extra form packs them into one buffer at their offsets,
- * as the parameter space does (CG_PARAM_SPACE: fn's, NULL while nothing
- * was written). */
+ * as the parameter space does (NULL while nothing was written). */
 static inline __attribute__((always_inline)) const unsigned char *
-param_bytes(const struct cg_fn *fn, void **params, void **extra,
-					size_t *nbuf)
+param_bytes(const struct cg_fn *fn, void **params, void **extra, enum cg_params_from from,
+	    size_t *nbuf)
 {
 	*nbuf = 0;
-	if (CG_UNLIKELY(extra == CG_PARAM_SPACE)) {
+	if (CG_UNLIKELY(from == CG_PARAMS_SPACE)) {
 		const struct cg_params *p = atomic_load_explicit(&((struct cg_fn *)fn)->params,
 								 memory_order_acquire);
 		if (!p)
@@ -170,15 +169,16 @@ param_bytes(const struct cg_fn *fn, void **params, void **extra,
 }
 
 enum cg_verdict cg_check_operands(const char *api, const struct cg_fn *fn, CUcontext ctx,
-				  CUstream stream, void **params, void **extra)
+				  CUstream stream, void **params, void **extra,
+				  enum cg_params_from from)
 {
 	const struct cg_layout *l = cg_layout_of(fn, stream);
-	if (CG_UNLIKELY(extra == CG_PARAM_SPACE) && l->n && unseen(fn)) {
+	if (CG_UNLIKELY(from == CG_PARAMS_SPACE) && l->n && unseen(fn)) {
 		unknown_params(api, fn, ctx);
 		return CG_PASS;
 	}
 	size_t nbuf;
-	const unsigned char *buf = param_bytes(fn, params, extra, &nbuf);
+	const unsigned char *buf = param_bytes(fn, params, extra, from, &nbuf);
 	if (!l->n || (!params && !buf))
 		return CG_PASS;
 	int dev = cg_ctx_device(ctx);
@@ -195,11 +195,11 @@ enum cg_verdict cg_check_operands(const char *api, const struct cg_fn *fn, CUcon
 }
 
 int cg_record_operands(struct cg_crossing_record *r, const char *api, CUstream stream,
-		       void **params, void **extra)
+		       void **params, void **extra, enum cg_params_from from)
 {
 	const struct cg_layout *l = cg_layout_of(r->fn, stream);
 	size_t nbuf;
-	const unsigned char *buf = param_bytes(r->fn, params, extra, &nbuf);
+	const unsigned char *buf = param_bytes(r->fn, params, extra, from, &nbuf);
 	int dev = cg_ctx_device(r->ctx);
 	size_t n = crossing_operands(r, dev, stream, l, params, buf, nbuf);
 	if (!n)
