@@ -242,10 +242,18 @@ const char *cg_user_env(const char *name);
  * would otherwise let a variable leave the shim inert or its backstop
  * off. */
 const char *cg_library_env(const char *name);
-extern _Atomic int cg_state;                 /* 2: ready */
+/* Start-up's state (cg_state), in this order: a state from CG_READY on
+ * is final. */
+enum cg_start {
+	CG_UNSTARTED,              /* not started, or libcuda not loaded yet */
+	CG_STARTING,               /* a thread is starting the shim */
+	CG_READY,
+	CG_INERT,                  /* no libcuda: every call passes untouched */
+};
+extern _Atomic int cg_state;                 /* enum cg_start */
 static inline int cg_ready(const char *what)
 {
-	return CG_LIKELY(atomic_load_explicit(&cg_state, memory_order_acquire) == 2) ||
+	return CG_LIKELY(atomic_load_explicit(&cg_state, memory_order_acquire) == CG_READY) ||
 	       cg_init(what);
 }
 extern _Thread_local int cg_in_hook CG_TLS;         /* recursion guard */

@@ -371,7 +371,7 @@ void cg_backstop_start(void)
 /* A thread of the parent may have been inside CUPTI's subscribe, holding
  * the lock, at the fork: the child, which starts anew, would wait on it for
  * ever. */
-void cg_backstop_forked(void)
+void cg_backstop_on_fork(void)
 {
 	pthread_mutex_init(&sub_lock, NULL);
 }

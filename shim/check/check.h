@@ -53,7 +53,7 @@ int cg_record_operands(struct cg_crossing_record *r, const char *api, CUstream s
 /* ---- the CUPTI backstop (shim/check/backstop.c) ---- */
 
 void cg_backstop_start(void);            /* at init, when the policy asks */
-void cg_backstop_forked(void);           /* in a forked child */
+void cg_backstop_on_fork(void);           /* in a forked child */
 /* Our hook for a CUPTI function the program looked up (dlsym), or NULL;
  * real is what the lookup found. */
 void *cg_backstop_hook_for(const char *name, void *real);

@@ -305,7 +305,7 @@ CG_CHECKED(cuLaunchCooperativeKernelMultiDevice,
 static inline __attribute__((always_inline)) int passes(int variant, CUfunction f)
 {
 	_Atomic unsigned long *counts = cg_counts.v;
-	if (CG_UNLIKELY(atomic_load_explicit(&cg_state, memory_order_acquire) != 2) ||
+	if (CG_UNLIKELY(atomic_load_explicit(&cg_state, memory_order_acquire) != CG_READY) ||
 	    CG_UNLIKELY(!cg_variants[variant].real) || CG_UNLIKELY(!counts) ||
 	    CG_UNLIKELY(cg_counts.shared) || CG_UNLIKELY(cg_policy->backstop) ||
 	    CG_UNLIKELY(cg_policy->scope == CG_SCOPE_ALL))

@@ -36,7 +36,7 @@ int cg_starting_wait(const char *what);
 void cg_started(int state);
 /* The hook that stands for real function p, looked up afresh. */
 void *cg_starting_hook(const void *real);
-void cg_starting_forked(void);           /* in a forked child */
+void cg_starting_on_fork(void);           /* in a forked child */
 
 #pragma GCC visibility pop
 

@@ -15,7 +15,7 @@
 
 extern char **environ;
 
-_Atomic int cg_state;   /* 0 not started (or no libcuda yet), 1 starting, 2 ready, 3 inert */
+_Atomic int cg_state;
 _Thread_local int cg_in_hook CG_TLS;
 const struct cg_policy *cg_policy;
 struct cg_calls cg_call;
@@ -119,26 +119,26 @@ static int start(void)
 int cg_init(const char *what)
 {
 	int s = atomic_load_explicit(&cg_state, memory_order_acquire);
-	if (s == 2)
+	if (s == CG_READY)
 		return 1;
 	/* Re-entered from inside start() (libcuda's constructors may call
 	 * dlsym): answer "not ready" so the call passes through untouched. */
-	if (s == 3 || cg_in_hook)
+	if (s == CG_INERT || cg_in_hook)
 		return 0;
-	int expected = 0;
-	if (atomic_compare_exchange_strong(&cg_state, &expected, 1)) {
+	int expected = CG_UNSTARTED;
+	if (atomic_compare_exchange_strong(&cg_state, &expected, CG_STARTING)) {
 		cg_in_hook = 1;
 		int r = start();
-		s = r > 0 ? 2 : r < 0 ? 3 : 0;
+		s = r > 0 ? CG_READY : r < 0 ? CG_INERT : CG_UNSTARTED;
 		cg_in_hook = 0;
 		cg_started(s);
-		return s == 2;
+		return s == CG_READY;
 	}
 	return cg_starting_wait(what);
 }
 
 __attribute__((destructor)) static void at_unload(void)
 {
-	if (atomic_load(&cg_state) == 2)
+	if (atomic_load(&cg_state) == CG_READY)
 		cg_report_summary();
 }

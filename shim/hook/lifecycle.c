@@ -1,6 +1,8 @@
-/* Lifecycle events, each fanned out from here to every subsystem that
- * keeps state for it: a context's end (destroyed, reset, last released;
- * a green context's destroy) and the child of a fork. */
+/* Lifecycle events, each fanned out from here, and only from here, to
+ * every subsystem that keeps state for it: a context's end (destroyed,
+ * reset, last released; a green context's destroy) and the child of a
+ * fork.  Each subsystem answers them as cg_<subsystem>_on_ctx_end(ctx) and
+ * cg_<subsystem>_on_fork(). */
 #include <pthread.h>
 
 #include "hook.h"
@@ -16,11 +18,11 @@
  * leaves everything live. */
 static void ctx_gone(CUcontext ctx)
 {
-	cg_registry_forget_ctx(ctx);
-	cg_memory_forget_ctx(ctx);
-	cg_ctx_forget(ctx);
-	cg_ctx_state_forget(ctx);
-	cg_rehome_forget(ctx);
+	cg_registry_on_ctx_end(ctx);
+	cg_memory_on_ctx_end(ctx);
+	cg_context_on_ctx_end(ctx);
+	cg_ctx_state_on_ctx_end(ctx);
+	cg_rehome_on_ctx_end(ctx);
 }
 
 CG_AFTER(cuCtxDestroy, ctx_gone(ctx))
@@ -54,8 +56,8 @@ CG_HANDLER(cuGreenCtxDestroy)
 	CUcontext ctx = cg_green_ctx(hCtx);
 	CUresult rc = CG_REAL(cuGreenCtxDestroy, v)(hCtx);
 	if (rc == CUDA_SUCCESS && ctx) {
-		cg_ctx_forget(ctx);
-		cg_ctx_state_forget(ctx);
+		cg_context_on_ctx_end(ctx);
+		cg_ctx_state_on_ctx_end(ctx);
 	}
 	return rc;
 }
@@ -65,25 +67,28 @@ CG_HANDLER(cuGreenCtxDestroy)
 static void after_fork_child(void)
 {
 	/* Locks a start-up under way in another thread may hold. */
-	cg_starting_forked();
-	cg_backstop_forked();
-	cg_status_forked();
+	cg_starting_on_fork();
+	cg_backstop_on_fork();
+	cg_status_on_fork();
 	/* A start-up that another thread of the parent had under way has no
 	 * thread here to finish it: the child starts anew at its next hooked
 	 * call instead of waiting for it for ever. */
-	int starting = 1;
-	if (!cg_in_hook && atomic_compare_exchange_strong(&cg_state, &starting, 0))
+	int starting = CG_STARTING;
+	if (!cg_in_hook && atomic_compare_exchange_strong(&cg_state, &starting, CG_UNSTARTED))
 		return;
-	if (atomic_load(&cg_state) != 2)
+	if (atomic_load(&cg_state) != CG_READY)
 		return;
-	cg_registry_reset();
-	cg_tmap_reset();
-	cg_context_reset();
-	cg_memory_reset();
-	cg_device_forked();
-	cg_redirect_forked();
-	cg_shadow_forked();
-	cg_report_forked();
+	cg_registry_on_fork();
+	cg_tmap_on_fork();
+	cg_context_on_fork();
+	cg_memory_on_fork();
+	cg_device_on_fork();
+	cg_redirect_on_fork();
+	cg_ctx_state_on_fork();
+	cg_rehome_on_fork();
+	cg_shadow_on_fork();
+	cg_report_on_fork();
+	cg_identity_on_fork();
 }
 
 __attribute__((constructor)) static void at_load(void)

@@ -40,7 +40,7 @@ static long long now_ms(void)
 
 static int starting(void)
 {
-	return atomic_load_explicit(&cg_state, memory_order_acquire) == 1;
+	return atomic_load_explicit(&cg_state, memory_order_acquire) == CG_STARTING;
 }
 
 int cg_starting_wait(const char *what)
@@ -52,13 +52,13 @@ int cg_starting_wait(const char *what)
 		sched_yield();
 	pthread_mutex_lock(&lock);
 	int s = atomic_load_explicit(&cg_state, memory_order_acquire);
-	if (s == 1) {
+	if (s == CG_STARTING) {
 		gave_up = ends + 1;
 		if (what && !passed++)
 			first = what;
 	}
 	pthread_mutex_unlock(&lock);
-	return s == 2;
+	return s == CG_READY;
 }
 
 void cg_started(int state)
@@ -71,7 +71,7 @@ void cg_started(int state)
 	ends++;
 	pthread_mutex_unlock(&lock);
 	/* Inert or not started, the shim checks nothing anyway. */
-	if (state != 2 || !n)
+	if (state != CG_READY || !n)
 		return;
 	cg_status_word("unchecked");
 	cg_stderr("ctxguard: %lu call%s (the first %s) passed unchecked: made while ctxguard "
@@ -92,7 +92,7 @@ int cg_starting_elsewhere(void)
 void *cg_starting_real(const struct cg_variant *v)
 {
 	/* Written by the start-up that ended, or by this very thread. */
-	if (atomic_load_explicit(&cg_state, memory_order_acquire) >= 2 || cg_in_hook)
+	if (atomic_load_explicit(&cg_state, memory_order_acquire) >= CG_READY || cg_in_hook)
 		return v->real;
 	void *h = dlopen(cg_libcuda_name(), RTLD_LAZY | RTLD_NOLOAD);
 	void *p = h ? cg_variant_real(h, v) : NULL;
@@ -114,7 +114,7 @@ void *cg_starting_hook(const void *real)
 }
 
 /* The parent's start-up and its calls are the parent's to finish and say. */
-void cg_starting_forked(void)
+void cg_starting_on_fork(void)
 {
 	pthread_mutex_init(&lock, NULL);
 	passed = 0;

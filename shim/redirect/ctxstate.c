@@ -51,7 +51,7 @@ static void release(struct cg_ctx_state *c)
 }
 
 /* The context destroyed its streams, events and memory itself. */
-void cg_ctx_state_forget(CUcontext ctx)
+void cg_ctx_state_on_ctx_end(CUcontext ctx)
 {
 	pthread_mutex_lock(&lock);
 	for (struct cg_ctx_state **q = &all; *q; q = &(*q)->next)
@@ -66,7 +66,7 @@ void cg_ctx_state_forget(CUcontext ctx)
 
 /* In a forked child: nothing of the parent's CUDA state is usable, and the
  * lock may have been held by a thread that does not exist here. */
-void cg_ctx_state_reset(void)
+void cg_ctx_state_on_fork(void)
 {
 	pthread_mutex_init(&lock, NULL);
 	while (all) {

@@ -494,12 +494,10 @@ int cg_redirect(const struct cg_launch *l, const struct cg_crossing *crossing, c
 	return 1;
 }
 
-void cg_redirect_forked(void)
+void cg_redirect_on_fork(void)
 {
 	for (int i = 0; i < MAX_DEVICES; i++)
 		atomic_store(&primary[i], NULL);
-	cg_ctx_state_reset();
-	cg_rehome_reset();
 }
 
 void cg_redirect_refuse(const char *api, const struct cg_crossing *c, const struct cg_fn *fn)

@@ -55,8 +55,10 @@ void cg_bundled_end(void);
 void cg_warm(CUcontext ctx);
 void cg_warm_devices(void);
 
-/* A forked child starts without the parent's streams, events and twins. */
-void cg_redirect_forked(void);
+/* A forked child retains its own primary contexts (cg_device_ctx); its
+ * streams, events and twins go with cg_ctx_state_on_fork and
+ * cg_rehome_on_fork. */
+void cg_redirect_on_fork(void);
 
 /* Per-context state (shim/redirect/ctxstate.c), each part kept by its own file. */
 struct cg_zeros {
@@ -82,8 +84,8 @@ struct cg_ctx_state {
 struct cg_ctx_state *cg_ctx_state_lock(CUcontext ctx, int create);
 struct cg_ctx_state *cg_ctx_states_lock(void);
 void cg_ctx_state_unlock(void);
-void cg_ctx_state_forget(CUcontext ctx);
-void cg_ctx_state_reset(void);
+void cg_ctx_state_on_ctx_end(CUcontext ctx);
+void cg_ctx_state_on_fork(void);
 
 /* Known streams of ctx (shim/redirect/streams.c): copies up to max, returns how
  * many there are. */
@@ -110,8 +112,8 @@ void cg_rehome_keep(uintptr_t module, CUcontext owner, const char *path, const v
 void cg_rehome_drop(uintptr_t module);
 /* After a context's end: the same for the originals it owned, and the twins
  * made in it are unlisted. */
-void cg_rehome_forget(CUcontext ctx);
-void cg_rehome_reset(void);
+void cg_rehome_on_ctx_end(CUcontext ctx);
+void cg_rehome_on_fork(void);
 /* fn's twin in ctx (current): made once, attributes replayed (a CUkernel's:
  * those set for device from_dev, set for ctx's device); fn itself in its
  * own context; NULL with why filled when it cannot be made. */

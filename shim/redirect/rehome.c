@@ -34,7 +34,7 @@ enum { NATTR = CU_FUNC_ATTRIBUTE_MAX };
 /* An in-memory image to load again. */
 struct kept {
 	uintptr_t module;
-	CUcontext owner;           /* the module's context, for cg_rehome_forget */
+	CUcontext owner;           /* the module's context, for cg_rehome_on_ctx_end */
 	void *bytes;
 	unsigned users;            /* loads reading bytes outside the lock */
 	int gone;                  /* unlisted while in use: its last user frees it */
@@ -46,7 +46,7 @@ struct attrs {
 	uintptr_t handle;
 	int dev;
 	const struct cg_mod *mod;  /* its module or library, for cg_rehome_drop */
-	CUcontext owner;           /* a function's context, for cg_rehome_forget */
+	CUcontext owner;           /* a function's context, for cg_rehome_on_ctx_end */
 	int value[NATTR];
 	uint64_t set;              /* bit a: value[a] was set */
 	unsigned stamp;            /* of the last set, unique in the process */
@@ -155,7 +155,7 @@ void cg_rehome_drop(uintptr_t module)
 /* A context that ended took its modules with it: those it owned, whose
  * twins elsewhere are no longer used, and those of the twins made in it.
  * Their handles may come back. */
-void cg_rehome_forget(CUcontext ctx)
+void cg_rehome_on_ctx_end(CUcontext ctx)
 {
 	if (!ctx)
 		return;
@@ -164,8 +164,8 @@ void cg_rehome_forget(CUcontext ctx)
 	pthread_mutex_unlock(&lock);
 }
 
-/* In a forked child (see cg_ctx_state_reset): the registries start empty. */
-void cg_rehome_reset(void)
+/* In a forked child (see cg_ctx_state_on_fork): the registries start empty. */
+void cg_rehome_on_fork(void)
 {
 	pthread_mutex_init(&lock, NULL);
 	while (kept) {

@@ -330,7 +330,7 @@ void cg_shadow_summary(char *line, size_t nline, char *json, size_t njson)
 		 n, m, k);
 }
 
-void cg_shadow_forked(void)
+void cg_shadow_on_fork(void)
 {
 	atomic_store(&shadowed, 0);
 	atomic_store(&mismatched, 0);

@@ -26,7 +26,7 @@ void cg_shadow_refuse(const char *api, const struct cg_fn *fn, CUcontext ctx);
  * (line) and ",\"shadow\":{...}" (json); both empty with shadow off. */
 void cg_shadow_summary(char *line, size_t nline, char *json, size_t njson);
 /* A forked child counts its own launches. */
-void cg_shadow_forked(void);
+void cg_shadow_on_fork(void);
 
 /* ---- the comparison (shim/redirect/shadow_compare.c): pure, host buffers ---- */
 

@@ -90,7 +90,7 @@ CG_AFTER(cuStreamCreate, created(phStream))
 CG_AFTER(cuStreamCreateWithPriority, created(phStream))
 CG_AFTER(cuGreenCtxStreamCreate, created(phStream))
 /* The launch path's remembered stream contexts are voided before the
- * destroy and after it, as a context's end voids them (cg_ctx_forget): an
+ * destroy and after it, as a context's end voids them (cg_context_on_ctx_end): an
  * answer kept while the destroy ran is void too. */
 CG_HANDLER(cuStreamDestroy)
 {

@@ -2,13 +2,13 @@
  * process belongs to, as launchers put it in the environment.  Read once
  * per process (again in a fork child: new pid, and the parent may have
  * changed its environment before forking), never on the launch path. */
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "report.h"
+#include "../once.h"
 
 #ifndef CTXGUARD_VERSION
 #error "CTXGUARD_VERSION comes from the Makefile's VERSION"
@@ -31,9 +31,8 @@ static const struct {
 };
 #define NJOB (sizeof job / sizeof job[0])
 
-enum { UNREAD, READING, READ };
 enum { VALUE = 128 };   /* longer values are cut: an identity, not a payload */
-static _Atomic int state;
+static struct cg_once read_once;
 static struct {
 	char host[256];
 	char rank[VALUE];
@@ -94,22 +93,15 @@ static void read_identity(void)
 
 static void ensure(void)
 {
-	int s = atomic_load_explicit(&state, memory_order_acquire);
-	if (CG_LIKELY(s == READ))
-		return;
-	int expected = UNREAD;
-	if (atomic_compare_exchange_strong(&state, &expected, READING)) {
+	if (cg_once_enter(&read_once)) {
 		read_identity();
-		atomic_store_explicit(&state, READ, memory_order_release);
-		return;
+		cg_once_leave(&read_once);
 	}
-	while (atomic_load_explicit(&state, memory_order_acquire) != READ)
-		sched_yield();
 }
 
-void cg_identity_forked(void)
+void cg_identity_on_fork(void)
 {
-	atomic_store(&state, UNREAD);
+	cg_once_reset(&read_once);
 }
 
 const char *cg_identity_json(void)

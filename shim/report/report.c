@@ -292,7 +292,7 @@ void cg_status_word(const char *word)
 /* The child's words are its own.  Whatever the state: a start-up in the
  * parent's other thread may have held the lock at the fork (the backstop
  * saying "unwatched"), and the child starts anew. */
-void cg_status_forked(void)
+void cg_status_on_fork(void)
 {
 	pthread_mutex_init(&words_lock, NULL);
 	memset(words_said, 0, sizeof words_said);
@@ -300,13 +300,12 @@ void cg_status_forked(void)
 
 /* After fork the child counts from zero and writes its own log (%p),
  * opened on first use: nothing heavier than close() runs in the handler. */
-void cg_report_forked(void)
+void cg_report_on_fork(void)
 {
 	if (log_fd >= 0)
 		close(log_fd);
 	if (log_fd != LOG_NONE)
 		log_fd = LOG_REOPEN;
-	cg_identity_forked();
 	memset(pool, 0, sizeof pool);
 	atomic_store(&next_block, 0);
 	atomic_store(&summarised, 0);

@@ -77,7 +77,7 @@ struct cg_summary_parts {
 	void (*shadow)(char *line, size_t nline, char *json, size_t njson);
 };
 void cg_report_start(const struct cg_summary_parts *parts); /* once, at init */
-void cg_report_forked(void);             /* in a forked child */
+void cg_report_on_fork(void);             /* in a forked child */
 /* One JSON object {"event":"...",...} per line of the log, time, host,
  * pid, tid and job added after the event; under `log = syslog` only the
  * events shim/report/syslog.c lists go there. */
@@ -93,7 +93,7 @@ void cg_status_crossing(int action);         /* for the ctxguard command */
 /* A status line of its own ("unhooked", "unwatched", "unchecked",
  * "unmapped"): each word once per process, however often it is said. */
 void cg_status_word(const char *word);
-void cg_status_forked(void);                 /* in a forked child */
+void cg_status_on_fork(void);                 /* in a forked child */
 void cg_report_summary(void);
 
 /* ---- who writes (shim/report/identity.c) ---- */
@@ -104,7 +104,7 @@ const char *cg_identity_json(void);
 const char *cg_identity_labels(void);        /* the same as Prometheus labels */
 /* A path with %p (pid), %h (host), %r (rank or "-") filled in. */
 int cg_identity_expand(const char *tpl, char *out, size_t n);
-void cg_identity_forked(void);               /* re-read on next use */
+void cg_identity_on_fork(void);               /* re-read on next use */
 
 /* ---- syslog (shim/report/syslog.c) ---- */
 

@@ -95,7 +95,7 @@ int cg_ctx_device_ask(CUcontext ctx)
 /* The epoch moves before the entry goes, so a racing cg_ctx_device that
  * stores after the removal sees it moved; and after, so an answer read
  * from the table in between is not kept as current. */
-void cg_ctx_forget(CUcontext ctx)
+void cg_context_on_ctx_end(CUcontext ctx)
 {
 	atomic_fetch_add(&cg_ctx_epoch, 1);
 	cg_table_del(&devices, (uintptr_t)ctx);
@@ -103,7 +103,7 @@ void cg_ctx_forget(CUcontext ctx)
 	atomic_fetch_add(&cg_ctx_epoch, 1);
 }
 
-void cg_context_reset(void)
+void cg_context_on_fork(void)
 {
 	cg_table_reset(&devices);
 	cg_table_reset(&domains);

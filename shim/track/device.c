@@ -1,17 +1,16 @@
 /* What each device is called outside this process: its PCI bus id and
  * UUID, so records from many hosts and processes name the same GPU the
  * same way (CUDA ordinals depend on CUDA_VISIBLE_DEVICES). */
-#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "track.h"
+#include "../once.h"
 #include "../report/report.h"
 
 enum { MAXDEV = 64 };
-enum { UNASKED, ASKING, KNOWN };
 static struct name {
-	_Atomic int state;
+	struct cg_once asked;
 	char pci[16];              /* "0000:18:00.0" */
 	char uuid[48];             /* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" */
 } devs[MAXDEV];
@@ -20,11 +19,7 @@ static struct name {
  * others wait for the answer (two driver queries, on a report's path). */
 static void learn(int dev)
 {
-	if (dev < 0 || dev >= MAXDEV)
-		return;
-	int expected = UNASKED;
-	if (atomic_load_explicit(&devs[dev].state, memory_order_relaxed) ||
-	    !atomic_compare_exchange_strong(&devs[dev].state, &expected, ASKING))
+	if (!cg_once_enter(&devs[dev].asked))
 		return;
 	if (!cg_call.cuDeviceGetPCIBusId ||
 	    cg_call.cuDeviceGetPCIBusId(devs[dev].pci, sizeof devs[dev].pci, dev) != CUDA_SUCCESS)
@@ -37,7 +32,7 @@ static void learn(int dev)
 			 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11],
 			 b[12], b[13], b[14], b[15]);
 	}
-	atomic_store_explicit(&devs[dev].state, KNOWN, memory_order_release);
+	cg_once_leave(&devs[dev].asked);
 }
 
 static const char *known(int dev, size_t field)
@@ -45,19 +40,16 @@ static const char *known(int dev, size_t field)
 	if (dev < 0 || dev >= MAXDEV)
 		return NULL;
 	learn(dev);
-	while (atomic_load_explicit(&devs[dev].state, memory_order_acquire) != KNOWN)
-		sched_yield();
 	const char *s = (const char *)&devs[dev] + field;
 	return *s ? s : NULL;
 }
 
 /* In a forked child: a name its parent was asking for is asked again (the
  * asker did not come along); names already known stay, as the devices do. */
-void cg_device_forked(void)
+void cg_device_on_fork(void)
 {
 	for (int i = 0; i < MAXDEV; i++) {
-		int asking = ASKING;
-		if (atomic_compare_exchange_strong(&devs[i].state, &asking, UNASKED)) {
+		if (cg_once_on_fork(&devs[i].asked)) {
 			memset(devs[i].pci, 0, sizeof devs[i].pci);
 			memset(devs[i].uuid, 0, sizeof devs[i].uuid);
 		}

@@ -191,7 +191,7 @@ static void end(CUcontext ctx, CUgraph graph)
 
 /* The memory of no known context goes too: while it lives, a lookup
  * learns it back. */
-void cg_memory_forget_ctx(CUcontext ctx)
+void cg_memory_on_ctx_end(CUcontext ctx)
 {
 	end(ctx, NULL);
 }
@@ -282,7 +282,7 @@ int cg_mem_device_unmapped(uintptr_t a, CUstream stream)
 	return cg_capturing(stream) ? CG_MEM_NONE : ask_driver(a);
 }
 
-void cg_memory_reset(void)
+void cg_memory_on_fork(void)
 {
 	pthread_mutex_init(&lock, NULL);
 	cg_tag *tags = atomic_load_explicit(&cg_granule_tags, memory_order_relaxed);

@@ -259,7 +259,7 @@ static int fn_owned(void *val, const void *ctx)
  * the functions bound to it, may come back from a load ctxguard does not
  * see (cudart's own fatbins) for another kernel, and must carry neither
  * the dead owner nor the old kernel's parameter layout. */
-void cg_registry_forget_ctx(CUcontext ctx)
+void cg_registry_on_ctx_end(CUcontext ctx)
 {
 	if (!ctx)
 		return;
@@ -274,7 +274,7 @@ void cg_registry_counts(size_t *nmods, size_t *nfns, size_t *nexp)
 	*nexp = atomic_load(&nexperts);
 }
 
-void cg_registry_reset(void)
+void cg_registry_on_fork(void)
 {
 	cg_table_reset(&mods);
 	cg_table_reset(&libs);

@@ -155,7 +155,7 @@ static int lookup(const void *desc, uint64_t *iw, int n)
 /* In a forked child: the parent's descriptors name memory of CUDA state
  * the child does not have, and a thread of the parent may have held a
  * set's lock at the fork. */
-void cg_tmap_reset(void)
+void cg_tmap_on_fork(void)
 {
 	for (int i = 0; i < SETS; i++) {
 		for (int w = 0; w < WAYS; w++) {

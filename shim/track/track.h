@@ -47,7 +47,7 @@ struct cg_fn {
 	_Atomic unsigned char shadow_said; /* shadow: 1 undecodable, 2 mismatch said */
 };
 
-void cg_registry_reset(void);
+void cg_registry_on_fork(void);
 const struct cg_mod *cg_mod_add(uintptr_t handle, CUcontext owner, const char *via,
 				const char *path, const void *image,
 				const struct cg_mod *lib);
@@ -70,7 +70,7 @@ static inline const struct cg_fn *cg_fn_get(uintptr_t handle)
  * unowned, so its operands can be checked under scope all. */
 const struct cg_fn *cg_fn_seen(uintptr_t handle, CUstream stream);
 /* Unpublishes the modules and functions owned by ctx (being destroyed). */
-void cg_registry_forget_ctx(CUcontext ctx);
+void cg_registry_on_ctx_end(CUcontext ctx);
 void cg_registry_counts(size_t *mods, size_t *fns, size_t *experts);
 
 /* ---- contexts (shim/track/context.c) ---- */
@@ -143,8 +143,8 @@ CUcontext cg_ctx_primary(CUdevice dev);
  * launch outside the capture, so ctxguard adds no driver call that a
  * global-mode capture could refuse. */
 int cg_capturing(CUstream s);
-void cg_ctx_forget(CUcontext ctx);
-void cg_context_reset(void);
+void cg_context_on_ctx_end(CUcontext ctx);
+void cg_context_on_fork(void);
 
 /* ---- device names (shim/track/device.c) ---- */
 
@@ -152,7 +152,7 @@ void cg_context_reset(void);
  * wanted (a crossing's report); NULL when the driver does not say. */
 const char *cg_device_pci(int dev);
 const char *cg_device_uuid(int dev);
-void cg_device_forked(void);                 /* in a forked child */
+void cg_device_on_fork(void);                 /* in a forked child */
 
 /* ---- operands (shim/track/memory.c, shim/track/tensormap.c, shim/track/layout.c) ---- */
 
@@ -185,9 +185,9 @@ static inline int cg_mem_device(uintptr_t a, CUstream stream)
 		return cg_mem_tag_device(tag);
 	return cg_mem_device_unmapped(a, stream);
 }
-void cg_memory_reset(void);
+void cg_memory_on_fork(void);
 /* ctx ended: the driver freed or unmapped its memory, forgotten as if freed. */
-void cg_memory_forget_ctx(CUcontext ctx);
+void cg_memory_on_ctx_end(CUcontext ctx);
 /* The driver added a node to graph from generic parameters: a memory
  * allocation or free node is recorded as its own API's would be. */
 void cg_memory_node_added(CUgraph graph, const CUgraphNodeParams *p);
@@ -207,7 +207,7 @@ struct cg_tmap {
 /* The tensor map whose 128 descriptor bytes are desc, if ctxguard saw it
  * encoded (bounded: the oldest are forgotten). */
 int cg_tmap_find(const void *desc, struct cg_tmap *out);
-void cg_tmap_reset(void);                /* in a forked child */
+void cg_tmap_on_fork(void);                /* in a forked child */
 /* Bit i set: word i of every descriptor encoded so far held its global
  * address (shim/track/tensormap.c learns it); CG_TMAP_WORDS masks those bits. */
 extern _Atomic uint32_t cg_tmap_addr_words;
