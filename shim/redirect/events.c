@@ -16,7 +16,7 @@ CUresult cg_event_take(CUcontext ctx, CUevent *out)
 	int have = c && c->nevents > 0;
 	if (have)
 		*out = c->events[--c->nevents];
-	cg_ctx_state_unlock();
+	cg_ctx_state_unlock(c);
 	if (have)
 		return CUDA_SUCCESS;
 	if (!c)
@@ -35,7 +35,7 @@ CUresult cg_event_take(CUcontext ctx, CUevent *out)
 			c->capevents = cap;
 		}
 	}
-	cg_ctx_state_unlock();
+	cg_ctx_state_unlock(c);
 	*out = e;
 	return CUDA_SUCCESS;
 }
@@ -45,5 +45,5 @@ void cg_event_give(CUcontext ctx, CUevent e)
 	struct cg_ctx_state *c = cg_ctx_state_lock(ctx, 1);
 	if (c && c->nevents < c->capevents)
 		c->events[c->nevents++] = e;
-	cg_ctx_state_unlock();
+	cg_ctx_state_unlock(c);
 }

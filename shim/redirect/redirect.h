@@ -6,6 +6,8 @@
 #ifndef CTXGUARD_REDIRECT_H
 #define CTXGUARD_REDIRECT_H
 
+#include <pthread.h>
+
 #include "../track/track.h"
 
 /* One launch as the program made it. */
@@ -68,6 +70,7 @@ struct cg_zeros {
 };
 struct cg_ctx_state {
 	CUcontext ctx;
+	pthread_mutex_t lock;      /* this context's: guards what follows */
 	CUstream owned;            /* ctxguard's stream, made at the first need */
 	CUstream *streams;         /* the program's, in creation order */
 	size_t nstreams, capstreams;
@@ -76,14 +79,14 @@ struct cg_ctx_state {
 	struct cg_zeros *zeros;
 	CUdeviceptr scratch;       /* the shadow's D not in use (shim/redirect/shadow.c) */
 	size_t scratch_bytes;
-	struct cg_ctx_state *next;
+	struct cg_ctx_state *next; /* the list of them all (shim/redirect/ctxstate.c) */
 };
-/* ctx's state with the lock held (created when asked; NULL when absent or
- * out of memory, the lock held all the same); every state from the first,
- * locked; the unlock. */
+/* ctx's state with its lock held (created when asked), or NULL when absent
+ * or out of memory; the unlock (NULL: nothing held). */
 struct cg_ctx_state *cg_ctx_state_lock(CUcontext ctx, int create);
-struct cg_ctx_state *cg_ctx_states_lock(void);
-void cg_ctx_state_unlock(void);
+void cg_ctx_state_unlock(struct cg_ctx_state *c);
+/* fn on every context's state in turn, each locked meanwhile. */
+void cg_ctx_states_each(void (*fn)(struct cg_ctx_state *c, const void *arg), const void *arg);
 void cg_ctx_state_on_ctx_end(CUcontext ctx);
 void cg_ctx_state_on_fork(void);
 

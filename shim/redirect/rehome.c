@@ -41,7 +41,8 @@ struct kept {
 	struct kept *next;
 };
 
-/* Attributes set on a function (dev -1), or on a kernel for device dev. */
+/* Attributes set on a function (dev -1), or on a kernel for device dev: a
+ * snapshot, never changed once published (a change publishes a new one). */
 struct attrs {
 	uintptr_t handle;
 	int dev;
@@ -49,8 +50,8 @@ struct attrs {
 	CUcontext owner;           /* a function's context, for cg_rehome_on_ctx_end */
 	int value[NATTR];
 	uint64_t set;              /* bit a: value[a] was set */
-	unsigned stamp;            /* of the last set, unique in the process */
-	struct attrs *next;
+	unsigned stamp;            /* of the last change, unique in the process */
+	struct attrs *retired;     /* replaced or dropped snapshots, kept */
 };
 
 struct twin {
@@ -59,15 +60,31 @@ struct twin {
 	CUfunction f;              /* NULL: not in the image loaded again (rc); not
 				    * tried again, each try would load a module */
 	CUresult rc;
-	unsigned stamp;            /* of the attributes replayed (0: none) */
-	struct twin *next;
+	_Atomic unsigned stamp;    /* of the attributes replayed (0: none) */
+	_Atomic(struct twin *) next;
+	struct twin *retired;      /* unlisted twins, kept */
 };
 
+/* A redirect's path takes no lock: the attributes are a concurrent table of
+ * snapshots (a program setting the same value before each launch, as
+ * DeepGEMM's launchers do, changes nothing), the twins a list read without
+ * a lock.  Writers (a change of attribute, a new twin, an unload, a
+ * context's end) serialise on `lock`, and what they replace or unlist is
+ * kept, not freed, because a reader may still be looking at it. */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct kept *kept;
-static struct attrs *attrs;
-static struct twin *twins;
+static struct cg_table attrs = CG_TABLE_INIT;
+static struct attrs *attrs_retired;
+static _Atomic(struct twin *) twins;
+static struct twin *twins_retired;
 static unsigned stamps;
+
+/* A kernel's attributes are per device: its key is the handle with the
+ * device above the address bits (a handle is an address below 2^48). */
+static uintptr_t attrs_key(uintptr_t handle, int dev)
+{
+	return handle ^ ((uintptr_t)(unsigned)(dev + 1) << 48);
+}
 
 void cg_rehome_keep(uintptr_t module, CUcontext owner, const char *path, const void *image)
 {
@@ -103,6 +120,23 @@ static int belongs(const struct cg_mod *m, uintptr_t h)
 	return m && (m->handle == h || (m->lib && m->lib->handle == h));
 }
 
+struct prune_of {
+	uintptr_t h;
+	CUcontext ctx;
+};
+
+/* Under the lock (and the table's): an attribute snapshot of what goes. */
+static int attrs_pruned(void *val, const void *arg)
+{
+	struct attrs *a = val;
+	const struct prune_of *of = arg;
+	if (of->h ? !belongs(a->mod, of->h) : a->owner != of->ctx)
+		return 0;
+	a->retired = attrs_retired;
+	attrs_retired = a;
+	return 1;
+}
+
 /* Under the lock: what goes with module (or library) h, or with context
  * ctx when h is 0: image copies, recorded attributes, and twins, unlisted
  * but never unloaded (see above).  A twin of a gone original would not be
@@ -122,23 +156,17 @@ static void prune(uintptr_t h, CUcontext ctx)
 		else
 			free_kept(k);
 	}
-	for (struct attrs **q = &attrs; *q;) {
-		struct attrs *a = *q;
-		if (h ? !belongs(a->mod, h) : a->owner != ctx) {
-			q = &a->next;
-			continue;
-		}
-		*q = a->next;
-		free(a);
-	}
-	for (struct twin **q = &twins; *q;) {
-		struct twin *t = *q;
+	const struct prune_of of = {h, ctx};
+	cg_table_sweep(&attrs, attrs_pruned, &of);
+	for (_Atomic(struct twin *) *q = &twins; atomic_load(q);) {
+		struct twin *t = atomic_load(q);
 		if (h ? !belongs(t->fn->mod, h) : t->ctx != ctx && t->fn->owner != ctx) {
 			q = &t->next;
 			continue;
 		}
-		*q = t->next;
-		free(t);
+		atomic_store_explicit(q, atomic_load(&t->next), memory_order_release);
+		t->retired = twins_retired;
+		twins_retired = t;
 	}
 }
 
@@ -173,70 +201,75 @@ void cg_rehome_on_fork(void)
 		kept = k->next;
 		free_kept(k);
 	}
-	while (attrs) {
-		struct attrs *a = attrs;
-		attrs = a->next;
+	/* The table's current snapshots stay on the child's heap: a thread the
+	 * child lacks may have been writing the table. */
+	cg_table_reset(&attrs);
+	while (attrs_retired) {
+		struct attrs *a = attrs_retired;
+		attrs_retired = a->retired;
 		free(a);
 	}
-	while (twins) {
-		struct twin *t = twins;
-		twins = t->next;
+	for (struct twin *t = atomic_load(&twins); t;) {
+		struct twin *next = atomic_load(&t->next);
+		free(t);
+		t = next;
+	}
+	atomic_store(&twins, NULL);
+	while (twins_retired) {
+		struct twin *t = twins_retired;
+		twins_retired = t->retired;
 		free(t);
 	}
-}
-
-/* Under the lock: the attributes recorded for handle on dev, or NULL. */
-static struct attrs *attrs_at(uintptr_t handle, int dev)
-{
-	struct attrs *a = attrs;
-	while (a && !(a->handle == handle && a->dev == dev))
-		a = a->next;
-	return a;
 }
 
 static void note_attr(uintptr_t handle, int dev, int attr, int value)
 {
 	if (attr < 0 || attr >= NATTR || !cg_policy_redirects(cg_policy))
 		return;
+	uintptr_t key = attrs_key(handle, dev);
+	const struct attrs *a = cg_table_get(&attrs, key);
+	if (a && (a->set >> attr & 1) && a->value[attr] == value)
+		return;
 	/* A function is re-homed from its module: without one, no twin. */
 	const struct cg_fn *fn = cg_fn_get(handle);
 	if (dev < 0 && !(fn && fn->mod))
 		return;
+	struct attrs *b = malloc(sizeof *b);
+	if (!b)
+		return;
 	pthread_mutex_lock(&lock);
-	struct attrs *a = attrs_at(handle, dev);
-	if (!a && (a = calloc(1, sizeof *a))) {
-		a->handle = handle;
-		a->dev = dev;
-		a->mod = fn ? fn->mod : NULL;
-		a->owner = fn ? fn->owner : NULL;
-		a->next = attrs;
-		attrs = a;
-	}
-	if (a) {
-		a->value[attr] = value;
-		a->set |= 1ull << attr;
-		a->stamp = ++stamps;
+	if ((a = cg_table_get(&attrs, key)))
+		*b = *a;
+	else
+		*b = (struct attrs){.handle = handle, .dev = dev, .mod = fn ? fn->mod : NULL,
+				    .owner = fn ? fn->owner : NULL};
+	b->value[attr] = value;
+	b->set |= 1ull << attr;
+	b->stamp = ++stamps;
+	b->retired = NULL;
+	struct attrs *old = cg_table_put(&attrs, key, b);
+	if (old) {
+		old->retired = attrs_retired;
+		attrs_retired = old;
 	}
 	pthread_mutex_unlock(&lock);
 }
 
-/* The recorded attributes of handle (for dev), copied under the lock. */
+/* The recorded attributes of handle (for dev), copied. */
 static int attrs_of(uintptr_t handle, int dev, struct attrs *out)
 {
-	pthread_mutex_lock(&lock);
-	const struct attrs *a = attrs_at(handle, dev);
+	const struct attrs *a = cg_table_get(&attrs, attrs_key(handle, dev));
 	if (a)
 		*out = *a;
-	pthread_mutex_unlock(&lock);
 	return a != NULL;
 }
 
-/* Under the lock: fn's twin in ctx, or NULL. */
+/* fn's twin in ctx, or NULL: read without the lock. */
 static struct twin *twin_of(const struct cg_fn *fn, CUcontext ctx)
 {
-	struct twin *t = twins;
+	struct twin *t = atomic_load_explicit(&twins, memory_order_acquire);
 	while (t && !(t->fn == fn && t->ctx == ctx))
-		t = t->next;
+		t = atomic_load_explicit(&t->next, memory_order_acquire);
 	return t;
 }
 
@@ -298,10 +331,10 @@ static CUresult make(const struct cg_fn *fn, CUfunction *f, int *loaded, char *w
 	return CG_REAL_SYM(cuModuleGetFunction, cuModuleGetFunction)(f, mod, fn->name);
 }
 
-/* fn's new twin in ctx (current), listed, copied to *out; or the one
+/* fn's new twin in ctx (current), listed, in *out; or the one
  * another thread listed meanwhile, this copy (never launched) left loaded
  * unlisted.  0 with why filled when none was made. */
-static int made(const struct cg_fn *fn, CUcontext ctx, struct twin *out, char *why, size_t n)
+static int made(const struct cg_fn *fn, CUcontext ctx, struct twin **out, char *why, size_t n)
 {
 	struct twin *t = calloc(1, sizeof *t);
 	if (!t) {
@@ -332,13 +365,13 @@ static int made(const struct cg_fn *fn, CUcontext ctx, struct twin *out, char *w
 	pthread_mutex_lock(&lock);
 	struct twin *first = twin_of(fn, ctx);
 	if (!first) {
-		t->next = twins;
-		twins = t;
+		atomic_store_explicit(&t->next, atomic_load(&twins), memory_order_relaxed);
+		atomic_store_explicit(&twins, t, memory_order_release);
 	}
-	*out = first ? *first : *t;
 	pthread_mutex_unlock(&lock);
 	if (first)
 		free(t);
+	*out = first ? first : t;
 	return 1;
 }
 
@@ -356,39 +389,29 @@ CUfunction cg_rehome_function(const struct cg_fn *fn, CUcontext ctx, int from_de
 	int has_attrs = (!kernel || from_dev >= 0) && attrs_of(fn->handle, kernel ? from_dev : -1, &a);
 	if (kernel && !has_attrs)
 		return (CUfunction)fn->handle;
-	struct twin t;
-	pthread_mutex_lock(&lock);
-	const struct twin *listed = twin_of(fn, ctx);
-	if (listed)
-		t = *listed;
-	pthread_mutex_unlock(&lock);
-	if (!listed && !made(fn, ctx, &t, why, n))
+	struct twin *t = twin_of(fn, ctx);
+	if (!t && !made(fn, ctx, &t, why, n))
 		return NULL;
-	if (!t.f) {
+	if (!t->f) {
 		snprintf(why, n, "image not re-loadable: %s not in the re-loaded image (error %d)",
-			 fn->name, (int)t.rc);
+			 fn->name, (int)t->rc);
 		return NULL;
 	}
-	if (!has_attrs || t.stamp == a.stamp)
-		return t.f;
+	if (!has_attrs || atomic_load_explicit(&t->stamp, memory_order_relaxed) == a.stamp)
+		return t->f;
 	for (int i = 0; i < NATTR; i++) {
 		if (!(a.set >> i & 1))
 			continue;
 		CUresult rc = CG_REAL_SYM(cuFuncSetAttribute, cuFuncSetAttribute)(
-			t.f, (CUfunction_attribute)i, a.value[i]);
+			t->f, (CUfunction_attribute)i, a.value[i]);
 		if (rc != CUDA_SUCCESS) {
 			snprintf(why, n, "replaying attribute %d = %d failed (error %d)", i,
 				 a.value[i], (int)rc);
 			return NULL;
 		}
 	}
-	/* Found again: it may have been unlisted meanwhile. */
-	pthread_mutex_lock(&lock);
-	struct twin *u = twin_of(fn, ctx);
-	if (u)
-		u->stamp = a.stamp;
-	pthread_mutex_unlock(&lock);
-	return t.f;
+	atomic_store_explicit(&t->stamp, a.stamp, memory_order_relaxed);
+	return t->f;
 }
 
 CG_AFTER(cuFuncSetAttribute, note_attr((uintptr_t)hfunc, -1, attrib, value))

@@ -135,7 +135,7 @@ static CUresult scratch_take(CUcontext ctx, size_t *bytes, CUdeviceptr *out)
 		c->scratch = 0;
 		c->scratch_bytes = 0;
 	}
-	cg_ctx_state_unlock();
+	cg_ctx_state_unlock(c);
 	if (have && size >= *bytes) {
 		*out = have;
 		*bytes = size;
@@ -163,7 +163,7 @@ static void scratch_give(CUcontext ctx, CUdeviceptr p, size_t bytes)
 		c->scratch = p;
 		c->scratch_bytes = bytes;
 	}
-	cg_ctx_state_unlock();
+	cg_ctx_state_unlock(c);
 	if (spare)
 		CG_REAL_SYM(cuMemFree, cuMemFree_v2)(spare);
 }

@@ -26,28 +26,31 @@ static void add(CUstream s, CUcontext ctx)
 	}
 	if (c && c->nstreams < c->capstreams)
 		c->streams[c->nstreams++] = s;
-	cg_ctx_state_unlock();
+	cg_ctx_state_unlock(c);
+}
+
+static void unlist(struct cg_ctx_state *c, const void *s)
+{
+	for (size_t i = 0; i < c->nstreams; i++)
+		if (c->streams[i] == s) {
+			c->streams[i] = c->streams[--c->nstreams];
+			break;
+		}
 }
 
 /* Before the real destroy: the driver may hand the handle out again. */
 static void drop(CUstream s)
 {
-	for (struct cg_ctx_state *c = cg_ctx_states_lock(); c; c = c->next)
-		for (size_t i = 0; i < c->nstreams; i++)
-			if (c->streams[i] == s) {
-				c->streams[i] = c->streams[--c->nstreams];
-				break;
-			}
-	cg_ctx_state_unlock();
+	cg_ctx_states_each(unlist, s);
 }
 
 size_t cg_streams_of(CUcontext ctx, CUstream *out, size_t max)
 {
-	const struct cg_ctx_state *c = cg_ctx_state_lock(ctx, 0);
+	struct cg_ctx_state *c = cg_ctx_state_lock(ctx, 0);
 	size_t n = c ? c->nstreams : 0;
 	for (size_t i = 0; i < n && i < max; i++)
 		out[i] = c->streams[i];
-	cg_ctx_state_unlock();
+	cg_ctx_state_unlock(c);
 	return n;
 }
 
@@ -55,7 +58,7 @@ CUresult cg_stream_owned(CUcontext ctx, CUstream *out)
 {
 	struct cg_ctx_state *c = cg_ctx_state_lock(ctx, 1);
 	CUstream s = c ? c->owned : NULL;
-	cg_ctx_state_unlock();
+	cg_ctx_state_unlock(c);
 	if (!c)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	if (s) {
@@ -69,7 +72,7 @@ CUresult cg_stream_owned(CUcontext ctx, CUstream *out)
 		return rc;
 	c = cg_ctx_state_lock(ctx, 1);
 	CUstream kept = !c ? NULL : c->owned ? c->owned : (c->owned = s);
-	cg_ctx_state_unlock();
+	cg_ctx_state_unlock(c);
 	if (kept != s)
 		CG_REAL_SYM(cuStreamDestroy, cuStreamDestroy_v2)(s);
 	*out = kept;

@@ -16,11 +16,11 @@
 static CUdeviceptr find(CUcontext ctx, size_t bytes)
 {
 	CUdeviceptr p = 0;
-	const struct cg_ctx_state *c = cg_ctx_state_lock(ctx, 0);
+	struct cg_ctx_state *c = cg_ctx_state_lock(ctx, 0);
 	for (const struct cg_zeros *z = c ? c->zeros : NULL; z && !p; z = z->next)
 		if (z->bytes >= bytes)
 			p = z->ptr;
-	cg_ctx_state_unlock();
+	cg_ctx_state_unlock(c);
 	return p;
 }
 
@@ -61,7 +61,7 @@ CUresult cg_zeros(CUcontext ctx, size_t bytes, CUdeviceptr *out)
 		} else {
 			rc = CUDA_ERROR_OUT_OF_MEMORY;
 		}
-		cg_ctx_state_unlock();
+		cg_ctx_state_unlock(c);
 	}
 	if (rc != CUDA_SUCCESS) {
 		if (z->ptr)
