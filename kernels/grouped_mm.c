@@ -478,9 +478,11 @@ static CUresult stream_context(const struct cg_gmm_driver *drv, CUstream s, CUco
 /* With ctx current (s's context when ctx is NULL, the stream's context
  * being where the module is loaded and the launch made): p's launch, or
  * with no problem the module load alone (cg_gmm_prepare). */
-static CUresult in_context(CUcontext ctx, CUstream s, const struct cg_gmm_problem *p, int form)
+static CUresult in_context(const struct cg_gmm_driver *drv, CUcontext ctx, CUstream s,
+			   const struct cg_gmm_problem *p, int form)
 {
 #ifdef CG_NO_KERNELS
+	(void)drv;
 	(void)ctx;
 	(void)s;
 	(void)p;
@@ -488,7 +490,6 @@ static CUresult in_context(CUcontext ctx, CUstream s, const struct cg_gmm_proble
 	return cg_gmm_fail(CUDA_ERROR_NOT_SUPPORTED,
 			   "grouped_mm: ctxguard was built without nvcc, so without its grouped_mm kernels");
 #else
-	const struct cg_gmm_driver *drv = cg_gmm_drv();
 	CUresult r;
 	if (!drv)
 		return cg_gmm_fail(CUDA_ERROR_NOT_INITIALIZED, "grouped_mm: cg_gmm_init() has not run");
@@ -504,13 +505,19 @@ static CUresult in_context(CUcontext ctx, CUstream s, const struct cg_gmm_proble
 #endif
 }
 
-CUresult cg_gmm_prepare(CUcontext ctx)
+CUresult cg_gmm_prepare_with(const struct cg_gmm_driver *drv, CUcontext ctx)
 {
 	cg_gmm_clear_error();
-	return in_context(ctx, NULL, NULL, 0);
+	return in_context(drv, ctx, NULL, NULL, 0);
 }
 
-CUresult cg_gmm_run(CUcontext ctx, CUstream s, const struct cg_gmm_problem *p, int form)
+CUresult cg_gmm_prepare(CUcontext ctx)
+{
+	return cg_gmm_prepare_with(cg_gmm_drv(), ctx);
+}
+
+static CUresult run_with(const struct cg_gmm_driver *drv, CUcontext ctx, CUstream s,
+			 const struct cg_gmm_problem *p, int form)
 {
 	cg_gmm_clear_error();
 	CUresult r = check(p, form);
@@ -520,7 +527,12 @@ CUresult cg_gmm_run(CUcontext ctx, CUstream s, const struct cg_gmm_problem *p, i
 	if (rows_of(p, form) == 0)
 		return CUDA_SUCCESS;
 #endif
-	return in_context(ctx, s, p, form);
+	return in_context(drv, ctx, s, p, form);
+}
+
+CUresult cg_gmm_run(CUcontext ctx, CUstream s, const struct cg_gmm_problem *p, int form)
+{
+	return run_with(cg_gmm_drv(), ctx, s, p, form);
 }
 
 CUresult cg_gmm_offs(CUcontext ctx, CUstream s, const struct cg_gmm_problem *p)
@@ -541,4 +553,22 @@ CUresult cg_gmm_psum(CUcontext ctx, CUstream s, const struct cg_gmm_problem *p)
 CUresult cg_gmm_masked(CUcontext ctx, CUstream s, const struct cg_gmm_problem *p)
 {
 	return cg_gmm_run(ctx, s, p, CG_GMM_FORM_MASKED);
+}
+
+CUresult cg_gmm_contiguous_with(const struct cg_gmm_driver *drv, CUcontext ctx, CUstream s,
+				const struct cg_gmm_problem *p)
+{
+	return run_with(drv, ctx, s, p, CG_GMM_FORM_CONTIGUOUS);
+}
+
+CUresult cg_gmm_psum_with(const struct cg_gmm_driver *drv, CUcontext ctx, CUstream s,
+			  const struct cg_gmm_problem *p)
+{
+	return run_with(drv, ctx, s, p, CG_GMM_FORM_PSUM);
+}
+
+CUresult cg_gmm_masked_with(const struct cg_gmm_driver *drv, CUcontext ctx, CUstream s,
+			    const struct cg_gmm_problem *p)
+{
+	return run_with(drv, ctx, s, p, CG_GMM_FORM_MASKED);
 }

@@ -27,23 +27,25 @@
 enum { MAX_KNOWN = 512, MAX_DEVICES = 64 };
 
 /* GemmType::Normal: one group, every row in it (a grouped_layout of zeros). */
-static CUresult run_normal(CUcontext ctx, CUstream s, const struct cg_gmm_problem *p)
+static CUresult run_normal(const struct cg_gmm_driver *drv, CUcontext ctx, CUstream s,
+			   const struct cg_gmm_problem *p)
 {
 	struct cg_gmm_problem one = *p;
 	CUresult rc = cg_zeros(ctx, (size_t)p->m * sizeof(int32_t), &one.layout);
-	return rc == CUDA_SUCCESS ? cg_gmm_contiguous(ctx, s, &one) : rc;
+	return rc == CUDA_SUCCESS ? cg_gmm_contiguous_with(drv, ctx, s, &one) : rc;
 }
 
 /* The bundled entry point for each of DeepGEMM's layouts. */
-typedef CUresult (*gmm_entry)(CUcontext, CUstream, const struct cg_gmm_problem *);
+typedef CUresult (*gmm_entry)(const struct cg_gmm_driver *, CUcontext, CUstream,
+			      const struct cg_gmm_problem *);
 static const struct {
 	const char *name;
 	gmm_entry run;
 } bundled[CG_NLAYOUTS] = {
 	[CG_LAYOUT_NORMAL] = {"cg_gmm_contiguous", run_normal},
-	[CG_LAYOUT_CONTIGUOUS] = {"cg_gmm_contiguous", cg_gmm_contiguous},
-	[CG_LAYOUT_PSUM] = {"cg_gmm_psum", cg_gmm_psum},
-	[CG_LAYOUT_MASKED] = {"cg_gmm_masked", cg_gmm_masked},
+	[CG_LAYOUT_CONTIGUOUS] = {"cg_gmm_contiguous", cg_gmm_contiguous_with},
+	[CG_LAYOUT_PSUM] = {"cg_gmm_psum", cg_gmm_psum_with},
+	[CG_LAYOUT_MASKED] = {"cg_gmm_masked", cg_gmm_masked_with},
 };
 
 /* What a redirect will do, decided before any driver call that enqueues. */
@@ -70,17 +72,10 @@ static void gmm_init(void)
 	gmm_ready = cg_gmm_driver_resolve(&real_drv, cg_real_dlsym, cg_libcuda);
 }
 
-CUresult cg_bundled_begin(void)
+const struct cg_gmm_driver *cg_bundled_driver(void)
 {
 	pthread_once(&gmm_once, gmm_init);
-	if (gmm_ready == CUDA_SUCCESS)
-		cg_gmm_use(&real_drv);
-	return gmm_ready;
-}
-
-void cg_bundled_end(void)
-{
-	cg_gmm_use(NULL);
+	return gmm_ready == CUDA_SUCCESS ? &real_drv : NULL;
 }
 
 static _Atomic(CUcontext) primary[MAX_DEVICES];
@@ -201,10 +196,8 @@ static int plan(const struct cg_launch *l, const struct cg_crossing *c, const st
 CUresult cg_bundled_run(CUcontext ctx, CUstream s, const struct cg_decoded *gemm, char *why,
 			size_t n)
 {
-	CUresult rc = cg_bundled_begin();
-	if (rc == CUDA_SUCCESS)
-		rc = bundled[gemm->layout].run(ctx, s, &gemm->p);
-	cg_bundled_end();
+	const struct cg_gmm_driver *drv = cg_bundled_driver();
+	CUresult rc = drv ? bundled[gemm->layout].run(drv, ctx, s, &gemm->p) : gmm_ready;
 	if (rc != CUDA_SUCCESS)
 		snprintf(why, n, "%s (error %d)",
 			 *cg_gmm_last_error() ? cg_gmm_last_error() : "the bundled kernels failed",

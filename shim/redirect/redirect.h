@@ -44,11 +44,10 @@ CUresult cg_bundled_run(CUcontext ctx, CUstream s, const struct cg_decoded *gemm
 
 /* Device dev's primary context, retained once and kept (NULL: none). */
 CUcontext cg_device_ctx(int dev);
-/* Around ctxguard's own calls of the bundled kernels' API: begin makes
- * this thread's calls take the real driver (initialized once; CUDA_SUCCESS
- * when usable), end gives the thread back the program's table. */
-CUresult cg_bundled_begin(void);
-void cg_bundled_end(void);
+/* The real driver's table that ctxguard's own calls of the bundled
+ * kernels' API take (resolved once), or NULL when it cannot be. */
+struct cg_gmm_driver;
+const struct cg_gmm_driver *cg_bundled_driver(void);
 
 /* Warming (shim/redirect/warm.c): what a redirect into a context needs there, made
  * ahead.  cg_warm: ctx, where the program just created a stream (the

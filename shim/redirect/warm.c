@@ -22,9 +22,9 @@ void cg_warm(CUcontext ctx)
 	if (!ctx || cg_call.cuCtxPushCurrent_v2(ctx) != CUDA_SUCCESS)
 		return;
 	cg_stream_owned(ctx, &s);
-	if (cg_bundled_begin() == CUDA_SUCCESS)
-		cg_gmm_prepare(ctx);
-	cg_bundled_end();
+	const struct cg_gmm_driver *drv = cg_bundled_driver();
+	if (drv)
+		cg_gmm_prepare_with(drv, ctx);
 	cg_call.cuCtxPopCurrent_v2(&popped);
 }
 
