@@ -3,11 +3,11 @@
 # standalone library with the machine's nvcc, count the Hopper matrix
 # instructions in the SASS, run the GPU suite, run the benchmark.  Logs go to
 # $OUT (default build/gpu_session); the benchmark table is printed last.
-#   kernels/gpu_session.sh [test|bench|all]   (default all)
+#   tests/gpu/session.sh [test|bench|all]   (default all)
 # NCU_SHAPES="shape;shape" also profiles ours on those benchmark shapes with
 # Nsight Compute (clocks left alone).
 set -u -o pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 OUT=${OUT:-build/gpu_session}
 mkdir -p "$OUT"
 what=${1:-all}
