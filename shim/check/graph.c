@@ -24,7 +24,7 @@ static CUresult check_node(const char *api, CUfunction func, CUkernel kern, CUco
 				(p)->extra)                                                     \
 		   : CUDA_SUCCESS)
 /* The generic node API: only kernel nodes are checked; the memory nodes it
- * adds are recorded once the driver made them (shim/track/memory.c). */
+ * adds are recorded once the driver made them (shim/track/allocations.c). */
 #define ANY(p) ((p) && (p)->type == CU_GRAPH_NODE_TYPE_KERNEL ? V2(&(p)->kernel) : CUDA_SUCCESS)
 
 CG_CHECKED(cuGraphAddKernelNode, V1(nodeParams))

@@ -82,6 +82,7 @@ static void after_fork_child(void)
 	cg_tmap_on_fork();
 	cg_context_on_fork();
 	cg_memory_on_fork();
+	cg_allocations_on_fork();
 	cg_device_on_fork();
 	cg_redirect_on_fork();
 	cg_ctx_state_on_fork();

@@ -154,11 +154,11 @@ const char *cg_device_pci(int dev);
 const char *cg_device_uuid(int dev);
 void cg_device_on_fork(void);                 /* in a forked child */
 
-/* ---- operands (shim/track/memory.c, shim/track/tensormap.c, shim/track/layout.c) ---- */
+/* ---- operands (shim/track/addresses.c, shim/track/tensormap.c, shim/track/layout.c) ---- */
 
 enum { CG_MEM_NONE = -1, CG_MEM_ANY = -2 };
 /* The allocation map's tag per 2 MiB granule of the 47-bit address space:
- * 0 unknown, device + 1, or CG_MEM_TAG_ANY (shim/track/memory.c keeps it). */
+ * 0 unknown, device + 1, or CG_MEM_TAG_ANY (shim/track/addresses.c keeps it). */
 enum { CG_MEM_SHIFT = 21, CG_MEM_TAG_ANY = 255 };
 typedef _Atomic unsigned char cg_tag;
 extern _Atomic(cg_tag *) cg_granule_tags;
@@ -186,6 +186,7 @@ static inline int cg_mem_device(uintptr_t a, CUstream stream)
 	return cg_mem_device_unmapped(a, stream);
 }
 void cg_memory_on_fork(void);
+void cg_allocations_on_fork(void);      /* the VMM handles' references */
 /* ctx ended: the driver freed or unmapped its memory, forgotten as if freed. */
 void cg_memory_on_ctx_end(CUcontext ctx);
 /* The driver added a node to graph from generic parameters: a memory
