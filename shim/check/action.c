@@ -35,7 +35,8 @@ static char *text_buffer(void)
 	return refused_text;
 }
 
-const char *cg_fn_origin(const struct cg_fn *fn)
+/* Where fn came from, for reports: its file, image hash or image. */
+static const char *fn_origin(const struct cg_fn *fn)
 {
 	const struct cg_mod *m = fn->mod;
 	return !m ? NULL : m->path ? m->path : m->hash ? m->hash : m->image;
@@ -49,7 +50,7 @@ void cg_crossing_init(struct cg_crossing *c, enum cg_crossing_kind kind, const c
 		.api = api,
 		.kernel = fn->name,
 		.demangled = fn->demangled,
-		.origin = cg_fn_origin(fn),
+		.origin = fn_origin(fn),
 		.load_api = fn->via,
 		.function = (const void *)fn->handle,
 		.owner_ctx = fn->owner,
@@ -145,14 +146,15 @@ enum cg_verdict cg_act_as(struct cg_crossing *c, const struct cg_fn *fn, int act
 	}
 }
 
-const char *cg_error_message(CUresult code)
+/* The message that replaces cuGetErrorString's for this thread, or NULL. */
+static const char *error_message(CUresult code)
 {
 	return cg_refused_code != CUDA_SUCCESS && cg_refused_code == code ? refused_text : NULL;
 }
 
 CUresult cg_on_cuGetErrorString(const struct cg_variant *v, CUresult error, const char **str)
 {
-	const char *mine = cg_error_message(error);
+	const char *mine = error_message(error);
 	if (mine && str) {
 		*str = mine;
 		return CUDA_SUCCESS;

@@ -79,9 +79,6 @@ CUresult cg_check_each(const char *api, const CUDA_LAUNCH_PARAMS *list, unsigned
 
 /* ---- actions (shim/check/action.c) ---- */
 
-/* Where fn came from, for reports: its file, image hash or image. */
-const char *cg_fn_origin(const struct cg_fn *fn);
-
 /* A crossing by fn, launched in launch_ctx, with everything the report
  * names filled in; kind (b) adds the operand fields. */
 void cg_crossing_init(struct cg_crossing *c, enum cg_crossing_kind kind, const char *api, const struct cg_fn *fn,
@@ -100,8 +97,6 @@ static inline void cg_error_clear(void)      /* a launch went through */
 {
 	cg_refused_code = CUDA_SUCCESS;
 }
-/* The message that replaces cuGetErrorString's for this thread, or NULL. */
-const char *cg_error_message(CUresult code);
 
 #pragma GCC visibility pop
 

@@ -1,7 +1,6 @@
 /* The exported wrappers, generated from hooks.def, and the identity map from
  * a real libcuda function to the wrapper that stands for it. */
 #include <stdlib.h>
-#include <string.h>
 
 #include "hook.h"
 #include "../check/check.h"
@@ -65,12 +64,4 @@ void *cg_hook_for_real(const void *p)
 	struct ident key = {p, 0};
 	struct ident *hit = bsearch(&key, idents, nidents, sizeof idents[0], ident_cmp);
 	return hit ? cg_variants[hit->variant].hook : NULL;
-}
-
-const struct cg_variant *cg_variant_named(const char *symbol)
-{
-	for (int i = 0; i < CG_NVARIANTS; i++)
-		if (strcmp(cg_variants[i].symbol, symbol) == 0)
-			return &cg_variants[i];
-	return NULL;
 }

@@ -10,8 +10,6 @@
 /* The hook that stands for real function p, or NULL: the identity map that
  * dlsym and cuGetProcAddress use. */
 void *cg_hook_for_real(const void *p);
-/* The variant named `symbol` (exact exported name), or NULL. */
-const struct cg_variant *cg_variant_named(const char *symbol);
 void cg_entry_resolve(void *libcuda);   /* fills every .real */
 /* libcuda's own function for v (NULL where it has none) */
 void *cg_variant_real(void *libcuda, const struct cg_variant *v);
