@@ -16,7 +16,8 @@ struct cg_once {
 /* 1: the caller runs the work, then calls cg_once_leave; 0: it is done. */
 static inline int cg_once_enter(struct cg_once *o)
 {
-	if (__builtin_expect(atomic_load_explicit(&o->state, memory_order_acquire) == CG_ONCE_DONE, 1))
+	if (__builtin_expect(atomic_load_explicit(&o->state, memory_order_acquire) == CG_ONCE_DONE,
+			     1))
 		return 0;
 	int undone = CG_ONCE_UNDONE;
 	if (atomic_compare_exchange_strong(&o->state, &undone, CG_ONCE_RUNNING))

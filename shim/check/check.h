@@ -13,12 +13,12 @@
  * shadow.  Off it, a crossing is recorded and its action decides: pass
  * (warn, off), refuse, redirect, or abort (which does not return). */
 enum cg_verdict {
-	CG_PASS,                   /* to the driver as the program made it */
-	CG_REFUSE,                 /* the hook returns cg_refused_code */
-	CG_REDIRECT,               /* run where its operands live (shim/redirect/) */
-	CG_SHADOW,                 /* made as is, then the bundled kernel beside it */
-	CG_CROSSED_OWNER,          /* found: kind (a), not acted on yet */
-	CG_CROSSED_OPERAND,        /* found: kind (b), not acted on yet */
+	CG_PASS,            /* to the driver as the program made it */
+	CG_REFUSE,          /* the hook returns cg_refused_code */
+	CG_REDIRECT,        /* run where its operands live (shim/redirect/) */
+	CG_SHADOW,          /* made as is, then the bundled kernel beside it */
+	CG_CROSSED_OWNER,   /* found: kind (a), not acted on yet */
+	CG_CROSSED_OPERAND, /* found: kind (b), not acted on yet */
 };
 
 /* A crossing as recorded off the hot path, on the launch hook's stack:
@@ -35,9 +35,10 @@ struct cg_crossing_record {
 
 /* Where a launch's parameters are. */
 enum cg_params_from {
-	CG_PARAMS_GIVEN,           /* kernelParams, else extra's buffer */
-	CG_PARAMS_SPACE,           /* what cuParamSet* wrote into the function's
-				    * parameter space (the deprecated launches) */
+	CG_PARAMS_GIVEN, /* kernelParams, else extra's buffer */
+	/* what cuParamSet* wrote into the function's parameter space (the
+	 * deprecated launches) */
+	CG_PARAMS_SPACE,
 };
 
 /* Kind (b) for one launch of fn in ctx (shim/check/operands.c), its
@@ -52,8 +53,8 @@ int cg_record_operands(struct cg_crossing_record *r, const char *api, CUstream s
 
 /* ---- the CUPTI backstop (shim/check/backstop.c) ---- */
 
-void cg_backstop_start(void);            /* at init, when the policy asks */
-void cg_backstop_on_fork(void);           /* in a forked child */
+void cg_backstop_start(void);   /* at init, when the policy asks */
+void cg_backstop_on_fork(void); /* in a forked child */
 /* Our hook for a CUPTI function the program looked up (dlsym), or NULL;
  * real is what the lookup found. */
 void *cg_backstop_hook_for(const char *name, void *real);
@@ -66,8 +67,8 @@ void cg_backstop_summary(char *line, size_t nline, char *json, size_t njson);
 void cg_launch_configure(const struct cg_policy *p);
 /* CUDA_SUCCESS to go on with the real call, else the code to return.
  * launch_ctx NULL: the stream's (or current) context. */
-CUresult cg_check_launch(const char *api, CUfunction f, CUcontext launch_ctx,
-			 CUstream stream, void **params, void **extra);
+CUresult cg_check_launch(const char *api, CUfunction f, CUcontext launch_ctx, CUstream stream,
+			 void **params, void **extra);
 /* The same for a deprecated launch, whose parameters are f's parameter
  * space (cuParamSet*). */
 CUresult cg_check_launch_space(const char *api, CUfunction f, CUstream stream);
@@ -81,8 +82,9 @@ CUresult cg_check_each(const char *api, const CUDA_LAUNCH_PARAMS *list, unsigned
 
 /* A crossing by fn, launched in launch_ctx, with everything the report
  * names filled in; kind (b) adds the operand fields. */
-void cg_crossing_init(struct cg_crossing *c, enum cg_crossing_kind kind, const char *api, const struct cg_fn *fn,
-		      CUcontext launch_ctx, int launch_dev, CUstream stream);
+void cg_crossing_init(struct cg_crossing *c, enum cg_crossing_kind kind, const char *api,
+		      const struct cg_fn *fn, CUcontext launch_ctx, int launch_dev,
+		      CUstream stream);
 
 /* Decides and carries out the action for a crossing: CG_PASS (warn, off:
  * launch anyway), CG_REFUSE (error: cg_refused_code set) or CG_REDIRECT
@@ -93,7 +95,7 @@ enum cg_verdict cg_act_as(struct cg_crossing *c, const struct cg_fn *fn, int act
 /* The code this thread's last refusal returned (shim/check/action.c), whose
  * message cuGetErrorString gives while it stands. */
 extern _Thread_local CUresult cg_refused_code CG_TLS;
-static inline void cg_error_clear(void)      /* a launch went through */
+static inline void cg_error_clear(void) /* a launch went through */
 {
 	cg_refused_code = CUDA_SUCCESS;
 }

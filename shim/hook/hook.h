@@ -10,7 +10,7 @@
 /* The hook that stands for real function p, or NULL: the identity map that
  * dlsym and cuGetProcAddress use. */
 void *cg_hook_for_real(const void *p);
-void cg_entry_resolve(void *libcuda);   /* fills every .real */
+void cg_entry_resolve(void *libcuda); /* fills every .real */
 /* libcuda's own function for v (NULL where it has none) */
 void *cg_variant_real(void *libcuda, const struct cg_variant *v);
 
@@ -34,7 +34,7 @@ int cg_starting_wait(const char *what);
 void cg_started(int state);
 /* The hook that stands for real function p, looked up afresh. */
 void *cg_starting_hook(const void *real);
-void cg_starting_on_fork(void);           /* in a forked child */
+void cg_starting_on_fork(void); /* in a forked child */
 
 #pragma GCC visibility pop
 
