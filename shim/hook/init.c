@@ -110,7 +110,8 @@ static int start(void)
 		return -1;
 	static const struct cg_summary_parts parts = {
 		cg_registry_counts, cg_tmap_address_word, cg_backstop_summary, cg_shadow_summary};
-	cg_report_start(&parts);
+	cg_summary_start(&parts);
+	cg_report_start();
 	cg_drivers_check_preloads();
 	cg_backstop_start();
 	return 1;

@@ -88,7 +88,9 @@ static void after_fork_child(void)
 	cg_ctx_state_on_fork();
 	cg_rehome_on_fork();
 	cg_shadow_on_fork();
-	cg_report_on_fork();
+	cg_sink_on_fork();
+	cg_counters_on_fork();
+	cg_summary_on_fork();
 	cg_identity_on_fork();
 }
 

@@ -7,7 +7,7 @@
 
 #pragma GCC visibility push(hidden)
 
-/* ---- reporting (shim/report/report.c) ---- */
+/* ---- reporting (shim/report/counters.c, sink.c, summary.c) ---- */
 
 /* The summary's counters, X(NAME, key, group, one, many): key names it in
  * the log and the metrics; group NULL for a count of its own, else the
@@ -36,7 +36,7 @@ enum cg_counter {
 extern const struct cg_counter_info {
 	const char *key, *group, *one, *many;
 } cg_counters[CG_NCOUNTERS];
-/* The calling thread's block of counters (shim/report/report.c), and whether
+/* The calling thread's block of counters (shim/report/counters.c), and whether
  * other threads share it (past the pool's size); v is NULL until its
  * first count, which cg_bump_first makes. */
 enum { CG_NSLOTS = CG_NCOUNTERS + CG_NVARIANTS };
@@ -67,6 +67,8 @@ static inline void cg_bump(int slot)
 static inline void cg_count(enum cg_counter c) { cg_bump(c); }
 static inline void cg_count_variant(int variant) { cg_bump(CG_NCOUNTERS + variant); }
 unsigned long cg_counter_total(enum cg_counter c);
+unsigned long cg_slot_total(int slot);  /* a counter's or a variant's calls */
+void cg_counters_on_fork(void);         /* a fork child counts from zero */
 /* What the summary says of the other subsystems, handed in once at
  * start-up (shim/hook/init.c), so that reporting depends on none of them. */
 struct cg_summary_parts {
@@ -76,8 +78,16 @@ struct cg_summary_parts {
 	void (*backstop)(char *line, size_t nline, char *json, size_t njson);
 	void (*shadow)(char *line, size_t nline, char *json, size_t njson);
 };
-void cg_report_start(const struct cg_summary_parts *parts); /* once, at init */
-void cg_report_on_fork(void);             /* in a forked child */
+void cg_summary_start(const struct cg_summary_parts *parts); /* once, at init */
+void cg_summary_on_fork(void);           /* a fork child writes its own */
+/* The log opened, the policy's problems announced (shim/report/sink.c). */
+void cg_report_start(void);
+void cg_sink_on_fork(void);              /* a fork child opens its own log */
+/* "1 crossing", "2 crossings" */
+static inline const char *cg_plural(unsigned long n, const char *one, const char *many)
+{
+	return n == 1 ? one : many;
+}
 /* One JSON object {"event":"...",...} per line of the log, time, host,
  * pid, tid and job added after the event; under `log = syslog` only the
  * events shim/report/syslog.c lists go there. */

@@ -1,5 +1,5 @@
-/* Counters, the JSON-lines event log (or syslog), stderr, and the summary
- * at exit. */
+/* Where reports go: stderr, the JSON-lines event log (or syslog), and the
+ * ctxguard command's status file; the start-up's announcements. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -13,38 +13,6 @@
 #include <unistd.h>
 
 #include "report.h"
-
-/* Counters live in per-thread blocks so the launch path never shares a
- * cache line: a thread owns its block and bumps it with a plain add
- * (cg_bump, shim.h); past the pool's size threads share blocks and need a
- * real atomic add. */
-enum { POOL = 256, NSLOTS = CG_NSLOTS };
-static struct block {
-	_Atomic unsigned long v[NSLOTS];
-} __attribute__((aligned(64))) pool[POOL];
-static _Atomic unsigned next_block;
-_Thread_local struct cg_counts cg_counts CG_TLS;
-
-void cg_bump_first(int slot)
-{
-	unsigned i = atomic_fetch_add(&next_block, 1);
-	cg_counts.shared = i >= POOL;
-	cg_counts.v = pool[i % POOL].v;
-	cg_bump(slot);
-}
-
-static unsigned long total(int slot)
-{
-	unsigned long n = 0;
-	for (int i = 0; i < POOL; i++)
-		n += atomic_load_explicit(&pool[i].v[slot], memory_order_relaxed);
-	return n;
-}
-
-unsigned long cg_counter_total(enum cg_counter c) { return total(c); }
-
-/* The summary was written (a fork child writes its own). */
-static _Atomic int summarised;
 
 /* log_fd: the log file; LOG_SYSLOG: records go to syslog; LOG_REOPEN: a
  * fork child opens its own (%p) on first use. */
@@ -121,12 +89,6 @@ void cg_stderr(const char *fmt, ...)
 	if (buf[len - 1] == '\n')
 		buf[len - 1] = 0;
 	write_text(buf, 0);
-}
-
-/* "1 crossing", "2 crossings" */
-static const char *plural(unsigned long n, const char *one, const char *many)
-{
-	return n == 1 ? one : many;
 }
 
 /* %p, %h and %r in the path give each process, host and rank its own
@@ -298,18 +260,14 @@ void cg_status_on_fork(void)
 	memset(words_said, 0, sizeof words_said);
 }
 
-/* After fork the child counts from zero and writes its own log (%p),
- * opened on first use: nothing heavier than close() runs in the handler. */
-void cg_report_on_fork(void)
+/* After fork the child writes its own log (%p), opened on first use:
+ * nothing heavier than close() runs in the handler. */
+void cg_sink_on_fork(void)
 {
 	if (log_fd >= 0)
 		close(log_fd);
 	if (log_fd != LOG_NONE)
 		log_fd = LOG_REOPEN;
-	memset(pool, 0, sizeof pool);
-	atomic_store(&next_block, 0);
-	atomic_store(&summarised, 0);
-	cg_counts.v = NULL;
 }
 
 /* Each line on stderr and as one log event. */
@@ -339,11 +297,8 @@ static void announce_secure(void)
 	cg_log_event("secure_execution", "\"message\":\"%s\"", note);
 }
 
-static const struct cg_summary_parts *parts;
-
-void cg_report_start(const struct cg_summary_parts *summary_parts)
+void cg_report_start(void)
 {
-	parts = summary_parts;
 	open_log();
 	const char *s = cg_user_env("CTXGUARD_STATUS");
 	status_fd_open = s && *s && strlen(s) < sizeof status_path;
@@ -355,119 +310,10 @@ void cg_report_start(const struct cg_summary_parts *summary_parts)
 		announce_secure();
 	if (cg_policy->errors_dropped)
 		cg_stderr("ctxguard: ... and %zu more configuration %s\n", cg_policy->errors_dropped,
-			  plural(cg_policy->errors_dropped, "problem", "problems"));
+			  cg_plural(cg_policy->errors_dropped, "problem", "problems"));
 	char src[1024];
 	cg_json_escape(src, sizeof src, cg_policy->source ? cg_policy->source : "built-in");
 	cg_log_event("start", "\"policy\":\"%s\",\"mode\":\"%s\",\"scope\":\"%s\",\"rules\":%zu",
 		     src, cg_action_name(cg_policy->mode),
 		     cg_policy->scope == CG_SCOPE_ALL ? "all" : "experts", cg_policy->nrules);
-}
-
-const struct cg_counter_info cg_counters[CG_NCOUNTERS] = {
-#define X(name, key, group, one, many) [CG_C_##name] = {key, group, one, many},
-	CG_COUNTERS(X)
-#undef X
-};
-
-/* The counters as JSON members, a group as one object where its first
- * member stands: "launches":3,"crossings":{"abort":0,...},... */
-static size_t counters_json(char *buf, size_t n, const unsigned long *t)
-{
-	size_t o = 0;
-	for (int i = 0; i < CG_NCOUNTERS && o < n; i++) {
-		const char *g = cg_counters[i].group;
-		int first = g && (i == 0 || !cg_counters[i - 1].group ||
-				  strcmp(cg_counters[i - 1].group, g) != 0);
-		int last = g && (i + 1 == CG_NCOUNTERS || !cg_counters[i + 1].group ||
-				 strcmp(cg_counters[i + 1].group, g) != 0);
-		o += (size_t)snprintf(buf + o, n - o, "%s%s%s%s\"%s\":%lu%s", i ? "," : "",
-				      first ? "\"" : "", first ? g : "", first ? "\":{" : "",
-				      cg_counters[i].key, t[i], last ? "}" : "");
-	}
-	return o < n ? o : n - 1;
-}
-
-/* The stderr line's counts: the counters with words, then each group
- * summed with its members: "3 launches checked, 1 crossing (abort 0, ...)". */
-static void counters_line(char *buf, size_t n, const unsigned long *t)
-{
-	size_t o = 0;
-	buf[0] = 0;
-	for (int i = 0; i < CG_NCOUNTERS && o < n; i++) {
-		const char *g = cg_counters[i].group;
-		if (!g) {
-			if (cg_counters[i].one)
-				o += (size_t)snprintf(buf + o, n - o, ", %lu %s", t[i],
-						      plural(t[i], cg_counters[i].one,
-							     cg_counters[i].many));
-			continue;
-		}
-		if (i && cg_counters[i - 1].group && strcmp(cg_counters[i - 1].group, g) == 0)
-			continue;
-		unsigned long sum = 0;
-		int k = i;
-		for (; k < CG_NCOUNTERS && cg_counters[k].group && strcmp(cg_counters[k].group, g) == 0;
-		     k++)
-			sum += t[k];
-		/* the group's name is its plural; the singular drops the s */
-		o += (size_t)snprintf(buf + o, n - o, ", %lu %.*s (", sum,
-				      (int)(strlen(g) - (sum == 1)), g);
-		for (int m = i; m < k && o < n; m++)
-			o += (size_t)snprintf(buf + o, n - o, "%s%s %lu", m > i ? ", " : "",
-					      cg_counters[m].key, t[m]);
-		if (o < n)
-			o += (size_t)snprintf(buf + o, n - o, ")");
-	}
-}
-
-/* A process with nothing loaded, launched or refused says nothing at exit:
- * under `ctxguard -- python ...` every helper the job spawns (a compiler,
- * `which nvcc`) would otherwise print a line of zeros.  Its log still ends
- * with a summary record. */
-void cg_report_summary(void)
-{
-	/* Once: before an abort, which skips the destructors, else at exit. */
-	if (atomic_exchange(&summarised, 1))
-		return;
-	size_t mods, fns, experts;
-	parts->counts(&mods, &fns, &experts);
-	unsigned long t[CG_NCOUNTERS], any = mods + fns;
-	for (int i = 0; i < CG_NCOUNTERS; i++) {
-		t[i] = total(i);
-		/* what the line counts; entry points handed out are no use */
-		if (cg_counters[i].one || cg_counters[i].group)
-			any += t[i];
-	}
-	char backstop[2048], backstop_json[2048];
-	parts->backstop(backstop, sizeof backstop, backstop_json, sizeof backstop_json);
-	char shadow[128], shadow_json[128];
-	parts->shadow(shadow, sizeof shadow, shadow_json, sizeof shadow_json);
-	char calls[4096], counts[1024];
-	size_t n = 0;
-	calls[0] = 0;
-	for (int i = 0; i < CG_NVARIANTS && n < sizeof calls - 128; i++) {
-		unsigned long c = total(CG_NCOUNTERS + i);
-		if (c)
-			n += (size_t)snprintf(calls + n, sizeof calls - n, "%s\"%s\":%lu",
-					      n ? "," : "", cg_variants[i].symbol, c);
-	}
-	counters_json(counts, sizeof counts, t);
-	cg_log_event("summary",
-		     "\"modules\":%zu,\"functions\":%zu,\"experts\":%zu,%s,"
-		     "\"tensor_map_address_word\":%d,\"calls\":{%s}%s%s",
-		     mods, fns, experts, counts, parts->tmap_address_word(), calls, shadow_json,
-		     backstop_json);
-	unsigned long lost = t[CG_C_LOG_LOST];
-	if (lost)
-		cg_stderr("ctxguard: pid %ld: %lu log record%s could not be written to %s\n",
-			  (long)getpid(), lost, lost == 1 ? "" : "s", cg_policy->log_path);
-	if (!any)
-		return;
-	cg_metrics_write(t);
-	if (cg_policy->quiet)
-		return;
-	counters_line(counts, sizeof counts, t);
-	cg_stderr("ctxguard: pid %ld: %zu %s, %zu %s tracked (%zu %s)%s%s%s\n", (long)getpid(),
-		  mods, plural(mods, "module", "modules"), fns, plural(fns, "function", "functions"),
-		  experts, plural(experts, "expert", "experts"), counts, shadow, backstop);
 }
