@@ -21,6 +21,16 @@ WERROR  ?=
 WERROR_FLAG := $(if $(filter 1,$(WERROR)),-Werror)
 # Extra compiler flags for every C file (CI: -D_FORTIFY_SOURCE=2).
 EXTRA_CFLAGS ?=
+# GLIBC=2.17: build with zig cc against that glibc's ABI (pip install
+# ziglang; ZIG names another zig), so that the library and the command load
+# on distributions older than the build machine (the wheel's build does).
+# Without it they need the build machine's glibc or newer.
+GLIBC   ?=
+ZIG     ?= python3 -m ziglang
+ifneq ($(GLIBC),)
+CC := $(ZIG) cc -target $(shell uname -m)-linux-gnu.$(GLIBC)
+AR := $(ZIG) ar
+endif
 
 # Link-time optimisation inlines across files; the launch path does not
 # need it (its wrappers, handlers and check are one translation unit and
@@ -53,7 +63,7 @@ SHIM_OBJ   := $(SHIM_SRC:%.c=$(BUILD)/obj/%.o)
 LIB  := $(BUILD)/libctxguard.so
 CMD  := $(BUILD)/ctxguard
 
-.PHONY: all test demo test-gpu asan tsan install clean check-deps
+.PHONY: all test demo test-gpu asan tsan install uninstall man clean check-deps
 all: $(LIB) $(CMD)
 
 # Extra library objects (kernels) and test/GPU rules live next to their code.
@@ -66,7 +76,15 @@ KERNEL_OBJ :=
 -include tests/model/model.mk
 -include tests/locked.mk
 
-$(BUILD)/obj/%.o: %.c $(wildcard shim/*.h shim/*/*.h shim/*.def policy/*.h) | $(BUILD)
+# $(call stamp,FILE,VALUE): FILE holds VALUE, rewritten (so newer) only when
+# VALUE changed: a prerequisite that rebuilds what VALUE went into.
+stamp = $(shell mkdir -p $(BUILD) && { [ "$$(cat $(1) 2>/dev/null)" = '$(2)' ] || echo '$(2)' > $(1); })
+
+# Every object rebuilds when the compiler changes (cc, zig for GLIBC=...).
+CC_STAMP := $(BUILD)/cc
+$(call stamp,$(CC_STAMP),$(CC))
+
+$(BUILD)/obj/%.o: %.c $(wildcard shim/*.h shim/*/*.h shim/*.def policy/*.h) $(CC_STAMP) | $(BUILD)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
@@ -79,21 +97,25 @@ $(BUILD)/obj/policy/builtin.o: LTO :=
 # config.o holds the system policy's path: the stamp rebuilds it when
 # SYSCONFDIR changes.
 SYSCONF_STAMP := $(BUILD)/sysconfdir
-$(shell mkdir -p $(BUILD) && { [ "$$(cat $(SYSCONF_STAMP) 2>/dev/null)" = '$(SYSCONFDIR)' ] || \
-    echo '$(SYSCONFDIR)' > $(SYSCONF_STAMP); })
+$(call stamp,$(SYSCONF_STAMP),$(SYSCONFDIR))
 $(BUILD)/obj/policy/config.o: $(SYSCONF_STAMP)
 $(BUILD)/obj/policy/config.o: CFLAGS += -DCG_SYSCONFDIR='"$(SYSCONFDIR)"'
 
 $(BUILD)/libpolicy.a: $(POLICY_OBJ)
-	ar rcs $@ $^
+	$(AR) rcs $@ $^
 
 # Hidden by default; the hooks and the C API are marked CG_EXPORT.
 $(LIB): $(SHIM_OBJ) $(POLICY_OBJ) $(KERNEL_OBJ)
 	$(CC) $(OPT) $(LTO) -shared -Wl,-soname,libctxguard.so -Wl,--no-undefined \
 	    -o $@ $^ $(LDFLAGS_SAN) -ldl -lpthread -lm
 
-$(CMD): shim/cli/cli.c $(BUILD)/libpolicy.a
-	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS_SAN)
+# --version names the kernels built beside it (kernels.mk's KERNELS_DESC).
+KERNELS_STAMP := $(BUILD)/kernels-desc
+$(call stamp,$(KERNELS_STAMP),$(KERNELS_DESC))
+# What the command says of its build (tests/locked.mk builds one too).
+CLI_DEFS = -DCG_KERNELS='"$(KERNELS_DESC)"' -DCG_REPORT_SCRIPT='"$(CURDIR)/python/ctxguard/report.py"'
+$(CMD): shim/cli/cli.c $(BUILD)/libpolicy.a $(KERNELS_STAMP)
+	$(CC) $(CFLAGS) $(CLI_DEFS) -o $@ $(filter %.c %.a,$^) $(LDFLAGS_SAN)
 
 $(BUILD):
 	@mkdir -p $@
@@ -163,13 +185,28 @@ demo: all $(FAKE_LIB) $(BUILD)/tests/progs/scenario
 test-gpu: all
 	tests/gpu/run.sh $(BUILD) $(CASES)
 
+# ---- the man page, from --help ----
+MAN := $(BUILD)/ctxguard.1
+man: $(MAN)
+$(MAN): $(CMD) share/man.sh
+	share/man.sh $(CMD) $(VERSION) > $@
+
 # ---- install ----
 # SYSCONFDIR/ctxguard/policy.conf gets the default policy only when absent:
 # an operator's (perhaps locked) policy is never overwritten.
-install: all
+# Everything but the system policy, which uninstall leaves too (an
+# operator's file).
+INSTALLED := lib/libctxguard.so bin/ctxguard include/ctxguard/policy.h \
+	include/ctxguard/grouped_mm.h lib/pkgconfig/ctxguard.pc share/ctxguard/policy.conf \
+	share/man/man1/ctxguard.1 share/bash-completion/completions/ctxguard share/ctxguard/report.py
+install: all $(MAN)
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin \
 	    $(DESTDIR)$(PREFIX)/include/ctxguard $(DESTDIR)$(PREFIX)/lib/pkgconfig \
-	    $(DESTDIR)$(PREFIX)/share/ctxguard
+	    $(DESTDIR)$(PREFIX)/share/ctxguard $(DESTDIR)$(PREFIX)/share/man/man1 \
+	    $(DESTDIR)$(PREFIX)/share/bash-completion/completions
+	install -m 644 $(MAN) $(DESTDIR)$(PREFIX)/share/man/man1/ctxguard.1
+	install -m 644 share/ctxguard.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/ctxguard
+	install -m 644 python/ctxguard/report.py $(DESTDIR)$(PREFIX)/share/ctxguard/report.py
 	install -m 755 $(LIB) $(DESTDIR)$(PREFIX)/lib/libctxguard.so
 	install -m 755 $(CMD) $(DESTDIR)$(PREFIX)/bin/ctxguard
 	install -m 644 policy/policy.h $(DESTDIR)$(PREFIX)/include/ctxguard/policy.h
@@ -180,6 +217,10 @@ install: all
 	$(if $(wildcard kernels/grouped_mm.h),install -m 644 kernels/grouped_mm.h $(DESTDIR)$(PREFIX)/include/ctxguard/grouped_mm.h)
 	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: ctxguard\nDescription: stops CUDA kernel launches that cross contexts\nVersion: $(VERSION)\nLibs: -L$${libdir} -lctxguard\nCflags: -I$${includedir}/ctxguard\n' '$(PREFIX)' \
 	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/ctxguard.pc
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR)$(PREFIX)/,$(INSTALLED))
+	-rmdir $(DESTDIR)$(PREFIX)/include/ctxguard $(DESTDIR)$(PREFIX)/share/ctxguard 2>/dev/null
 
 clean:
 	rm -rf $(BUILD)

@@ -27,6 +27,10 @@ KERNELS_NVCCFLAGS := -std=c++17 -O3 --threads 0 -Xptxas -warn-spills $(if $(WERR
 KERNELS_LDLIBS := -ldl -lpthread
 
 ifneq ($(shell command -v $(NVCC) 2>/dev/null),)
+comma := ,
+# What `ctxguard --version` says is inside: each code= target and nvcc's release.
+KERNELS_DESC := $(patsubst code=%,%,$(filter code=%,$(subst $(comma), ,$(KERNELS_GENCODE)))) \
+	(CUDA $(shell $(NVCC) --version | sed -n 's/.*release \([0-9.]*\),.*/\1/p'))
 KERNELS_FATBIN := $(BUILD)/kernels/grouped_mm.fatbin
 KERNELS_CFLAGS := -I$(CUDA_INC) -DCG_GMM_FATBIN='"$(KERNELS_FATBIN)"'
 
@@ -48,7 +52,8 @@ $(BUILD)/kernels/bench_passes: bench/bench_passes.cu $(KERNELS_DEPS) kernels/ker
 bench-passes: $(BUILD)/kernels/bench_passes
 	$(BUILD)/kernels/bench_passes $(or $(REPS),7) $(BLOCKS)
 else
-$(info kernels: $(NVCC) not found: building the grouped_mm host API without kernels (-DCG_NO_KERNELS); its calls return CUDA_ERROR_NOT_SUPPORTED)
+$(info ctxguard: warning: $(NVCC) not found: building without the grouped_mm kernels (redirect and the ops return CUDA_ERROR_NOT_SUPPORTED; NVCC=... names nvcc))
+KERNELS_DESC := none (built without nvcc)
 KERNELS_FATBIN :=
 KERNELS_CFLAGS := -I$(CUDA_INC) -DCG_NO_KERNELS
 endif

@@ -89,7 +89,7 @@ static struct shown show(const char *v)
 /* ---- settings --------------------------------------------------------- */
 
 enum value_kind { V_ACTION, V_SCOPE, V_BOOL, V_ERROR_CODE, V_EXIT_CODE,
-		  V_PATH, V_REDIRECT, V_FALLBACK, V_FILE_MODE };
+		  V_PATH, V_REDIRECT, V_FALLBACK, V_FILE_MODE, V_COUNT };
 
 static int parse_mode(const char *s)
 {
@@ -149,6 +149,11 @@ static int parse_number(const char *s, int base, long max)
 static int parse_exit_code(const char *s)
 {
 	return parse_number(s, 10, 255);
+}
+
+static int parse_count(const char *s)
+{
+	return parse_number(s, 10, 1000000);
 }
 
 /* Permission bits in octal, as chmod takes them. */
@@ -213,6 +218,7 @@ static const struct {
 	[V_FALLBACK] = {"abort|error", parse_fallback, show_action},
 	[V_FILE_MODE] = {"octal permission bits 0-0777", parse_file_mode,
 			 show_file_mode},
+	[V_COUNT] = {"a number 0-1000000", parse_count, show_int},
 };
 
 static const struct setting {
@@ -241,6 +247,7 @@ static const struct setting {
 	/* File only (CTXGUARD_CUPTI is the variable, refused under a lock):
 	 * a locked backstop loads this file and no other. */
 	{"cupti", NULL, V_PATH, offsetof(struct cg_policy, cupti_path)},
+	{"print_limit", "CTXGUARD_PRINT_LIMIT", V_COUNT, offsetof(struct cg_policy, print_limit)},
 	/* File only: the built-in rules are dropped only by a file that
 	 * brings rules of its own. */
 	{"defaults", NULL, V_BOOL, offsetof(struct cg_policy, defaults)},
@@ -257,6 +264,17 @@ static const struct setting *find_setting(const char *key)
 		if (strcasecmp(key, settings[i].key) == 0)
 			return &settings[i];
 	return NULL;
+}
+
+const char *cg_setting_refuses(const char *key, const char *value)
+{
+	const struct setting *s = find_setting(key);
+
+	if (!s)
+		return "a setting the policy knows";
+	if (s->kind == V_PATH)
+		return *value ? NULL : kinds[V_PATH].expected;
+	return kinds[s->kind].parse(value) < 0 ? kinds[s->kind].expected : NULL;
 }
 
 void cg_setting_show(const struct cg_policy *p, const char *key, char *buf,
@@ -707,6 +725,7 @@ void cg_policy_init(struct cg_policy *p)
 	p->redirect = CG_REDIRECT_BUNDLED;
 	p->redirect_fallback = CG_ACT_ABORT;
 	p->log_mode = 0600;         /* a log may name kernels and files */
+	p->print_limit = 8;
 }
 
 void cg_policy_free(struct cg_policy *p)

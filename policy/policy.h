@@ -39,6 +39,7 @@ struct cg_policy {
 	int error_code;            /* CUresult returned by the error action (400) */
 	int exit_code;             /* for the ctxguard command: 0 = program's own */
 	int quiet;                 /* 1: no summary line on stderr at exit */
+	int print_limit;           /* crossings of each kernel reported in full (8) */
 	int redirect;              /* enum cg_redirect (bundled) */
 	int redirect_fallback;     /* abort (default) or error: redirect impossible */
 	int backstop;              /* 1: the CUPTI backstop watches for unhooked launches */
@@ -93,6 +94,11 @@ void cg_policy_load_from(struct cg_policy *p, char *const *envp,
 int cg_policy_parse(struct cg_policy *p, const char *text, const char *origin);
 
 void cg_policy_free(struct cg_policy *p);
+
+/* NULL when value is one the setting key (as in the file: "mode") takes,
+ * else what it expects ("abort|error|warn|off|redirect"): the command
+ * checks its flags with the policy's own parsers. */
+const char *cg_setting_refuses(const char *key, const char *value);
 
 /* Under a lock, record one refused loosening that is not a policy setting
  * (e.g. asked "CTXGUARD_LIBCUDA=x"; instead: what happens instead). */

@@ -37,7 +37,8 @@ START_TEST(prolog_exports_preload_and_rank_aware_log)
 {
 	find_lib();
 	const char *env[] = {"LD_PRELOAD", lib_env, "SLURM_JOB_ID=42", "SLURM_PROCID=3",
-			     "SLURM_STEP_GPUS=0,1", "SLURM_JOB_GPUS", "CTXGUARD_SLURM_LOGDIR", NULL};
+			     "SLURM_STEP_GPUS=0,1", "SLURM_JOB_GPUS", "CTXGUARD_SLURM_LOGDIR",
+			     "CTXGUARD_LOG", NULL};
 	prolog(env);
 	char want[8400];
 	snprintf(want, sizeof want,
@@ -47,7 +48,8 @@ START_TEST(prolog_exports_preload_and_rank_aware_log)
 }
 END_TEST
 
-/* No GPUs, or no library on the node: the task is left as it is. */
+/* No GPUs: the task is left as it is.  No library on the node: left as
+ * it is too, but said, in the task's output and slurmd's log. */
 START_TEST(prolog_leaves_other_tasks_alone)
 {
 	find_lib();
@@ -58,7 +60,38 @@ START_TEST(prolog_leaves_other_tasks_alone)
 	const char *no_lib[] = {"LD_PRELOAD", "CTXGUARD_SLURM_LIB=/nonexistent/libctxguard.so",
 				"SLURM_JOB_GPUS=0", NULL};
 	prolog(no_lib);
-	ck_assert_str_eq(r.out, "");
+	ck_assert_msg(strncmp(r.out, "print ctxguard: warning: /nonexistent/libctxguard.so is not "
+				     "installed on ", 62) == 0 && !strstr(r.out, "export"),
+		      "%s", r.out);
+	ck_assert_msg(strstr(r.err, "this task runs without ctxguard"), "%s", r.err);
+}
+END_TEST
+
+/* As the ctxguard command: after a preloaded sanitizer runtime, ahead of
+ * any other library.  A user's CTXGUARD_LOG stays, unless the system policy
+ * is locked. */
+START_TEST(prolog_keeps_preload_order_and_user_log)
+{
+	find_lib();
+	char system[128], system_env[160];
+	snprintf(system, sizeof system, "/tmp/ctxguard-slurm-%d.conf", (int)getpid());
+	snprintf(system_env, sizeof system_env, "CTXGUARD_SLURM_POLICY=%s", system);
+	const char *env[] = {"LD_PRELOAD=/opt/hook.so /usr/lib/libasan.so.8", lib_env, system_env,
+			     "SLURM_JOB_ID=42", "SLURM_JOB_GPUS=0",
+			     "CTXGUARD_LOG=/home/u/mine.jsonl", "CTXGUARD_SLURM_LOGDIR", NULL};
+	prolog(env);
+	char want[8400];
+	snprintf(want, sizeof want, "export LD_PRELOAD=/usr/lib/libasan.so.8:%s:/opt/hook.so\n",
+		 lib);
+	ck_assert_str_eq(r.out, want);
+	FILE *f = fopen(system, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs("mode = abort\n  Lock = on\n", f);
+	fclose(f);
+	prolog(env);
+	unlink(system);
+	ck_assert_msg(strstr(r.out, "export CTXGUARD_LOG=/var/log/ctxguard/%h.42.%r.%p.jsonl\n"),
+		      "%s", r.out);
 }
 END_TEST
 
@@ -104,7 +137,10 @@ START_TEST(prolog_output_applied_logs_per_rank)
 END_TEST
 
 /* A real validator against the Kubernetes schemas, strict (no unknown
- * fields); a broken copy must fail, so the check is not a no-op. */
+ * fields), each manifest at the oldest version it claims (a kind the
+ * version lacks is only a warning to the validator: none allowed); the
+ * MutatingAdmissionPolicy is unknown one version earlier, so the claim is
+ * the truth.  A broken copy must fail, so the check is not a no-op. */
 START_TEST(kubernetes_manifests_validate)
 {
 	const char *env[] = {"LD_PRELOAD", NULL};
@@ -112,10 +148,26 @@ START_TEST(kubernetes_manifests_validate)
 	spawn(&r, env, which);
 	ck_assert_msg(exited(&r, 0), "kubernetes-validate is not installed: "
 		      "python3 -m pip install kubernetes-validate (tests/deps.sh, run by make test, tries)");
-	const char *good[] = {"/bin/sh", "-c",
-			      "kubernetes-validate --strict --quiet examples/kubernetes/*.yaml", NULL};
-	spawn(&r, env, good);
-	ck_assert_msg(exited(&r, 0), "status %#x\n%s%s", r.status, r.out, r.err);
+	static const char *const claims[][2] = {
+		{"1.36.0", "examples/kubernetes/node-install.yaml"},
+		{"1.25.0", "examples/kubernetes/node-preload.yaml"},
+		{"1.25.0", "examples/kubernetes/pod-initcontainer.yaml"},
+	};
+	for (size_t i = 0; i < sizeof claims / sizeof claims[0]; i++) {
+		char cmd[512];
+		snprintf(cmd, sizeof cmd, "kubernetes-validate --strict --quiet -k %s %s 2>&1",
+			 claims[i][0], claims[i][1]);
+		const char *good[] = {"/bin/sh", "-c", cmd, NULL};
+		spawn(&r, env, good);
+		ck_assert_msg(exited(&r, 0) && !strstr(r.out, "WARN"), "%s at %s: status %#x\n%s%s",
+			      claims[i][1], claims[i][0], r.status, r.out, r.err);
+	}
+	const char *older[] = {"/bin/sh", "-c",
+			       "kubernetes-validate --strict --quiet -k 1.35.0 "
+			       "examples/kubernetes/node-install.yaml 2>&1", NULL};
+	spawn(&r, env, older);
+	ck_assert_msg(strstr(r.out, "Couldn't find schema for kind MutatingAdmissionPolicy"),
+		      "1.35 knows MutatingAdmissionPolicy v1: %s", r.out);
 	char bad[512];
 	snprintf(bad, sizeof bad,
 		 "f=/tmp/ctxguard-k8s-%d.yaml; sed 's/^      restartPolicy: Never/&\\n"
@@ -137,6 +189,7 @@ int main(void)
 	tcase_set_timeout(t, 120);
 	tcase_add_test(t, prolog_exports_preload_and_rank_aware_log);
 	tcase_add_test(t, prolog_leaves_other_tasks_alone);
+	tcase_add_test(t, prolog_keeps_preload_order_and_user_log);
 	tcase_add_test(t, prolog_output_applied_logs_per_rank);
 	tcase_add_test(t, kubernetes_manifests_validate);
 	suite_add_tcase(s, t);

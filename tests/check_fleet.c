@@ -146,6 +146,20 @@ static void assert_common(const char *rec, long pid)
 	assert_has(rec, want);
 }
 
+/* The value of the first sample of a metrics file whose line starts with
+ * name_open and whose labels end with labels_close; -1 when none. */
+static long metric(const char *text, const char *name_open, const char *labels_close)
+{
+	for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+		const char *end = strchr(l, '}');
+		size_t k = strlen(labels_close);
+		if (strncmp(l, name_open, strlen(name_open)) == 0 && end &&
+		    end + 1 - l >= (long)k && strncmp(end + 1 - k, labels_close, k) == 0)
+			return strtol(end + 1, NULL, 10);
+	}
+	return -1;
+}
+
 START_TEST(every_record_carries_the_job)
 {
 	for (size_t i = 0; i < NJOB; i++) {
@@ -302,11 +316,10 @@ START_TEST(syslog_drops_counted)
 	syslog_close(s);
 	char *text = slurp(metrics);
 	unlink(metrics);
-	char want[160];
-	snprintf(want, sizeof want, "ctxguard_log_records_lost_total{pid=\"%d\"} %d\n", (int)child,
-		 BURST - got);
-	ck_assert_msg(got < BURST && text && strstr(text, want), "%d delivered; want %s in\n%s",
-		      got, want, text ? text : "no metrics");
+	(void)child;
+	long lost = metric(text, "ctxguard_log_records_lost_total{", "}");
+	ck_assert_msg(got < BURST && lost == BURST - got, "%d delivered, %ld counted lost in\n%s",
+		      got, lost, text ? text : "no metrics");
 }
 END_TEST
 
@@ -399,16 +412,20 @@ START_TEST(metrics_file_at_exit)
 	pid_t child = spawn_fn(&r, two_launches);
 	char *text = slurp(path);
 	unlink(path);
-	char want[256];
-	snprintf(want, sizeof want, "ctxguard_launches_total{pid=\"%d\",rank=\"2\"} 2\n", (int)child);
+	/* host and job identity label the series, never the pid */
+	char want[512], host[256];
+	gethostname(host, sizeof host);
+	snprintf(want, sizeof want, "ctxguard_launches_total{host=\"%s\",rank=\"2\"} 2\n", host);
 	assert_has(text, want);
 	snprintf(want, sizeof want,
-		 "# TYPE ctxguard_crossings_total counter\n"
-		 "ctxguard_crossings_total{pid=\"%d\",rank=\"2\",action=\"abort\"} 0\n", (int)child);
+		 "# HELP ctxguard_crossings_total Launches that crossed CUDA contexts or devices, by "
+		 "the action taken.\n# TYPE ctxguard_crossings_total counter\n"
+		 "ctxguard_crossings_total{host=\"%s\",rank=\"2\",action=\"abort\"} 0\n", host);
 	assert_has(text, want);
-	snprintf(want, sizeof want, "ctxguard_crossings_total{pid=\"%d\",rank=\"2\",action=\"warn\"} 2\n",
-		 (int)child);
+	snprintf(want, sizeof want, "ctxguard_crossings_total{host=\"%s\",rank=\"2\",action=\"warn\"} 2\n",
+		 host);
 	assert_has(text, want);
+	ck_assert_ptr_null(strstr(text, "pid="));
 	ck_assert_ptr_null(strstr(strstr(text, "TYPE ctxguard_crossings") + 1, "TYPE ctxguard_crossings"));
 	snprintf(want, sizeof want, "%s.tmp.%d", path, (int)child);
 	ck_assert_int_ne(access(want, F_OK), 0);
@@ -458,10 +475,8 @@ START_TEST(abort_writes_summary_and_metrics)
 	ck_assert_msg(killed_by(&r, SIGABRT), "status %#x\n%s", r.status, r.err);
 	char *text = slurp(metrics);
 	unlink(metrics);
-	char want[160];
-	snprintf(want, sizeof want, "ctxguard_crossings_total{pid=\"%d\",action=\"abort\"} 1\n",
-		 (int)child);
-	ck_assert_msg(text && strstr(text, want), "want %s in\n%s", want, text ? text : "no metrics");
+	ck_assert_msg(metric(text, "ctxguard_crossings_total{", "action=\"abort\"}") == 1,
+		      "want one abort crossing in\n%s", text ? text : "no metrics");
 	char path[300];
 	snprintf(path, sizeof path, "/tmp/ctxguard-fleet-%d.%d.jsonl", (int)getpid(), (int)child);
 	char *log = slurp(path);

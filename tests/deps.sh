@@ -1,7 +1,8 @@
 #!/bin/sh
 # Makes sure the test suite's tools are installed: Debian's `check` (the
 # unit-test framework, needed to build the suites) and kubernetes-validate
-# (one check validates the Kubernetes manifests against the schemas it ships).
+# (one check validates the Kubernetes manifests against the schemas it ships)
+# and jsonschema (the log records against docs/log-schema.json).
 set -e
 if ! command -v kubernetes-validate >/dev/null 2>&1; then
 	echo "ctxguard: installing kubernetes-validate (pip) for the manifests' check..." >&2
@@ -9,6 +10,14 @@ if ! command -v kubernetes-validate >/dev/null 2>&1; then
 		kubernetes-validate >/dev/null 2>&1 ||
 		echo "ctxguard: could not install it; the check kubernetes_manifests_validate will fail until" \
 			"you run: python3 -m pip install kubernetes-validate" >&2
+fi
+# jsonschema: the log records' check (tests/log_schema.py)
+if ! python3 -c 'import jsonschema' >/dev/null 2>&1; then
+	echo "ctxguard: installing jsonschema (pip) for the log records' check..." >&2
+	python3 -m pip install --quiet --disable-pip-version-check --retries 0 --timeout 10 \
+		jsonschema >/dev/null 2>&1 ||
+		echo "ctxguard: could not install it; the log schema check will fail until" \
+			"you run: python3 -m pip install jsonschema" >&2
 fi
 if pkg-config --exists check 2>/dev/null; then
 	exit 0

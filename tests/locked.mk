@@ -28,8 +28,8 @@ $(SUITE_POLICY): $(BUILD)/tests/suite/config.o $(filter-out %/config.o,$(POLICY_
 	ar rcs $@ $^
 
 # Next to its library, which it finds there.
-$(SUITE_CMD): shim/cli/cli.c $(SUITE_POLICY) | $(SUITE_LIB)
-	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS_SAN)
+$(SUITE_CMD): shim/cli/cli.c $(SUITE_POLICY) $(KERNELS_STAMP) | $(SUITE_LIB)
+	$(CC) $(CFLAGS) $(CLI_DEFS) -o $@ $(filter %.c %.a,$^) $(LDFLAGS_SAN)
 
 $(BUILD)/tests/check_lock $(BUILD)/tests/check_secure: $(LOCKED_LIB)
 

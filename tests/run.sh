@@ -1,6 +1,8 @@
 #!/bin/sh
 # Runs the Check binaries under the shim with the fake driver, then prints
-# the totals.  Usage: tests/run.sh build/tests/check_*   (BUILD, SAN_RUNTIME from make)
+# the totals: one line per passing suite, a failing suite's whole output.
+# Usage: tests/run.sh build/tests/check_*   (BUILD, SAN_RUNTIME from make;
+# VERBOSE=1 prints every suite's output)
 BUILD=${BUILD:-build}
 root=$(cd "$(dirname "$0")/.." && pwd)
 # The suite's copy of the library, whose system policy is its own (tests/locked.mk);
@@ -20,13 +22,15 @@ export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
 [ -n "$SAN_RUNTIME" ] && export CK_TIMEOUT_MULTIPLIER="${CK_TIMEOUT_MULTIPLIER:-4}"
 unset CTXGUARD_MODE CTXGUARD_SCOPE CTXGUARD_POLICY CTXGUARD_LOG CTXGUARD_METRICS CTXGUARD_OPERANDS \
       CTXGUARD_EXIT_CODE CTXGUARD_QUIET CTXGUARD_STATUS
+CTXGUARD_TEST_RECORDS=$(mktemp /tmp/ctxguard-records.XXXXXX)
+export CTXGUARD_TEST_RECORDS
 passed=0 failed=0 status=0
 for t in "$@"; do
 	out=$(LD_PRELOAD="$preload" CTXGUARD_QUIET=1 "$t" 2>&1)
 	rc=$?
-	printf '%s\n' "$out"
 	line=$(printf '%s\n' "$out" | grep -E '^[0-9]+%: Checks: ' | tail -n 1)
 	if [ -z "$line" ]; then
+		printf '%s\n' "$out"
 		echo "$(basename "$t"): no Check summary (exit $rc)"
 		failed=$((failed + 1)); status=1; continue
 	fi
@@ -35,7 +39,24 @@ for t in "$@"; do
 	e=$(echo "$line" | sed -E 's/.*Errors: ([0-9]+).*/\1/')
 	passed=$((passed + n - f - e)); failed=$((failed + f + e))
 	[ "$rc" -ne 0 ] && status=1
+	# A suite's output (mostly the crossing reports its tests provoke) only
+	# when it failed, or with VERBOSE=1.
+	if [ "$rc" -ne 0 ] || [ $((f + e)) -ne 0 ] || [ -n "$VERBOSE" ]; then
+		printf '%s\n' "$out"
+	else
+		echo "ok $(basename "$t"): $n checks"
+	fi
 done
+# Every log record the suites read, against docs/log-schema.json: one more
+# check (tests/log_schema.py; needs python3's jsonschema, as deps.sh installs).
+if [ -s "$CTXGUARD_TEST_RECORDS" ]; then
+	if schema=$(python3 "$root/tests/log_schema.py" "$CTXGUARD_TEST_RECORDS" 2>&1); then
+		passed=$((passed + 1)); echo "ok $schema"
+	else
+		failed=$((failed + 1)); status=1; printf '%s\n' "$schema"
+	fi
+fi
+rm -f "$CTXGUARD_TEST_RECORDS"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ] && exit $status
 exit 1

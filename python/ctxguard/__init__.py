@@ -4,27 +4,16 @@ Importing this package loads neither CUDA nor torch: the torch ops
 (grouped_mm, grouped_mm_fp8) come from ctxguard.ops on first use, and
 ctxguard.transformers.register() adds the transformers experts backend.
 """
-import os
 from importlib import metadata
+
+from ._command import command_path, library_path
 
 __all__ = ["library_path", "command_path", "grouped_mm", "grouped_mm_fp8", "__version__"]
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
-
 try:
-    __version__ = metadata.version("ctxguard")
+    __version__ = metadata.version("ctxguard-cuda")
 except metadata.PackageNotFoundError:  # imported from a source tree
     __version__ = "unknown"
-
-
-def library_path():
-    """Absolute path of the installed libctxguard.so, for LD_PRELOAD in your own launchers."""
-    return os.path.join(_HERE, "lib", "libctxguard.so")
-
-
-def command_path():
-    """Absolute path of the ctxguard command (the C wrapper) inside the package."""
-    return os.path.join(_HERE, "bin", "ctxguard")
 
 
 def __getattr__(name):

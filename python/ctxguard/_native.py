@@ -12,7 +12,7 @@ import ctypes
 import os
 import threading
 
-from . import library_path
+from ._command import library_path
 
 BF16, FP8 = 0, 1         # enum cg_gmm_dtype
 B_NK, B_KN = 0, 1        # enum cg_gmm_b_layout

@@ -23,8 +23,12 @@ torch._grouped_mm 2D x 2D (torch's own backward for grouped_mm).
 """
 import contextlib
 import functools
+from typing import Tuple
 
-import torch
+try:
+    import torch
+except ImportError as e:  # the ops are the package's one optional part
+    raise ImportError("ctxguard's grouped_mm ops need PyTorch: pip install 'ctxguard-cuda[torch]' (%s)" % e) from e
 
 from . import _native
 
@@ -286,7 +290,8 @@ def _(a, a_scale, b, b_scale, offs):
     return a.new_empty((a.size(0), b.size(1)), dtype=torch.bfloat16)
 
 
-def grouped_mm(a, b, offs, out_dtype=torch.bfloat16):
+def grouped_mm(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor,
+               out_dtype: torch.dtype = torch.bfloat16) -> torch.Tensor:
     """torch._grouped_mm(a, b, offs=offs) for a [M, K] bf16, b [G, K, N] bf16
     (or the transpose view of [G, N, K]), offs int32 [G]; the kernels write
     bf16, so out_dtype must be torch.bfloat16."""
@@ -294,14 +299,15 @@ def grouped_mm(a, b, offs, out_dtype=torch.bfloat16):
     return _bf16(a, b, offs)
 
 
-def grouped_mm_fp8(a, a_scale, b, b_scale, offs):
+def grouped_mm_fp8(a: torch.Tensor, a_scale: torch.Tensor, b: torch.Tensor, b_scale: torch.Tensor,
+                   offs: torch.Tensor) -> torch.Tensor:
     """Block-scaled fp8 grouped GEMM with DeepGEMM's operands (see the module
     docstring); bf16 [M, N].  Inference only (no autograd)."""
     direct = _eager(a, a_scale, b, b_scale, offs) and not _records_grad(a, a_scale, b, b_scale, offs)
     return (_grouped_mm_fp8_impl if direct else _grouped_mm_fp8)(a, a_scale, b, b_scale, offs)
 
 
-def quantize_fp8_rows(x):
+def quantize_fp8_rows(x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
     """x [M, K] -> (e4m3 [M, K], fp32 scales [M, ceil(K/128)]): one scale per
     row and 128 channels, amax / 448, the activation format grouped_mm_fp8 takes."""
     m, k = x.shape
@@ -312,7 +318,7 @@ def quantize_fp8_rows(x):
     return q.contiguous(), scale
 
 
-def quantize_fp8_blocks(w):
+def quantize_fp8_blocks(w: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
     """w [G, N, K] -> (e4m3 [G, N, K], fp32 scales [G, ceil(N/128), ceil(K/128)]):
     one scale per 128x128 block, amax / 448, the weight format grouped_mm_fp8
     takes (and transformers' fine-grained FP8 `*_scale_inv`)."""

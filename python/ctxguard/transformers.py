@@ -9,9 +9,9 @@ guard, so a model spread over several GPUs by device_map is safe.
     ctxguard.transformers.register()
     model = AutoModelForCausalLM.from_pretrained(..., device_map="auto", experts_implementation="ctxguard")
 """
-import torch
+from .ops import grouped_mm, grouped_mm_fp8, quantize_fp8_rows  # first: says how to get torch
 
-from .ops import grouped_mm, grouped_mm_fp8, quantize_fp8_rows
+import torch
 
 NAME = "ctxguard"
 
@@ -103,7 +103,8 @@ def _route(self, hidden_states, top_k_index, top_k_weights, project):
     return out.to(hidden_states.dtype)
 
 
-def experts_forward(self, hidden_states, top_k_index, top_k_weights):
+def experts_forward(self, hidden_states: torch.Tensor, top_k_index: torch.Tensor,
+                    top_k_weights: torch.Tensor) -> torch.Tensor:
     """bf16 experts: weights [E, out, in] (or [E, in, out] when is_transposed)."""
 
     def project(x, name, offs, ids):
@@ -119,7 +120,8 @@ def experts_forward(self, hidden_states, top_k_index, top_k_weights):
     return _route(self, hidden_states, top_k_index, top_k_weights, project)
 
 
-def fp8_experts_forward(self, hidden_states, top_k_index, top_k_weights):
+def fp8_experts_forward(self, hidden_states: torch.Tensor, top_k_index: torch.Tensor,
+                        top_k_weights: torch.Tensor) -> torch.Tensor:
     """Fine-grained FP8 experts: e4m3 weights [E, out, in] with fp32
     `*_scale_inv` [E, out/128, in/128]; activations quantized per row and 128
     channels on the fly."""
@@ -140,7 +142,7 @@ def fp8_experts_forward(self, hidden_states, top_k_index, top_k_weights):
     return _route(self, hidden_states, top_k_index, top_k_weights, project)
 
 
-def register(name=NAME):
+def register(name: str = NAME) -> None:
     """Adds experts_implementation=name (default "ctxguard") to transformers'
     ExpertsInterface (bf16 experts) and FP8ExpertsInterface (fine-grained FP8)."""
     from transformers.integrations.finegrained_fp8 import FP8ExpertsInterface

@@ -96,7 +96,7 @@ enum cg_verdict cg_act_as(struct cg_crossing *c, const struct cg_fn *fn, int act
 	cg_status_crossing(action);
 
 	unsigned long n = atomic_fetch_add(&((struct cg_fn *)fn)->reports, 1);
-	if (n < CG_REPORTS_PER_KERNEL || action == CG_ACT_ABORT) {
+	if (n < (unsigned long)cg_policy->print_limit || action == CG_ACT_ABORT) {
 		/* Slow path: the buffers are sized for 2 KB demangled names
 		 * (a longer record gets one of its own: cg_log_crossing) and
 		 * come from the heap, not from a possibly small stack. */
@@ -108,7 +108,7 @@ enum cg_verdict cg_act_as(struct cg_crossing *c, const struct cg_fn *fn, int act
 			cg_write_stderr(buf + JSON);
 			free(buf);
 		}
-		if (n + 1 == CG_REPORTS_PER_KERNEL && action != CG_ACT_ABORT)
+		if (n + 1 == (unsigned long)cg_policy->print_limit && action != CG_ACT_ABORT)
 			cg_stderr("ctxguard: further crossings by %s are counted, not printed "
 				  "(see the summary at exit)\n", fn->name);
 	}

@@ -188,21 +188,20 @@ static void unhooked(const struct watch *w, const void *params)
 	cg_backstop_checking = 0;
 }
 
-/* The self-check's launch, on this thread, and whether CUPTI called back
- * for it. */
-static _Thread_local unsigned char probing CG_TLS;
-static _Atomic int probed;
+/* Whether CUPTI called back at all: every launch through the hooks reaches
+ * the driver, where a working CUPTI calls back at its entry.  A libcupti
+ * that took the subscription and never calls (a stub on the loader's path)
+ * is caught at exit (cg_backstop_summary), from the launches it missed. */
+static _Atomic int heard;
 
 static void CUPTIAPI on_api(void *userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
 			    const void *cbdata)
 {
 	(void)userdata;
+	if (CG_UNLIKELY(!atomic_load_explicit(&heard, memory_order_relaxed)))
+		atomic_store_explicit(&heard, 1, memory_order_relaxed);
 	if (CG_LIKELY(cg_hooked_call))
 		return;
-	if (CG_UNLIKELY(probing)) {
-		atomic_store(&probed, 1);
-		return;
-	}
 	const CUpti_CallbackData *d = cbdata;
 	if (domain != CUPTI_CB_DOMAIN_DRIVER_API || d->callbackSite != CUPTI_API_ENTER)
 		return;
@@ -303,40 +302,26 @@ static void subscribe(void)
 	atomic_store(&ours, s);
 }
 
-typedef CUresult (*launch_fn)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
-			      unsigned, unsigned, CUstream, void **, void **);
-
-/* The self-check, once subscribed and outside the lock: a launch of no
- * function, which the driver refuses, must be called back at its entry.
- * A libcupti that took the subscription and never calls (a stub on the
- * loader's path) would otherwise leave "on" in the log and see nothing. */
-static void prove_live(void)
+static void said_on(void)
 {
-	launch_fn launch = (launch_fn)cg_real_dlsym(cg_libcuda, "cuLaunchKernel");
-	if (launch) {
-		/* Unmarked, whatever call started ctxguard on this thread. */
-		unsigned char marked = cg_hooked_call;
-		cg_hooked_call = 0;
-		probing = 1;
-		launch(NULL, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
-		probing = 0;
-		cg_hooked_call = marked;
-	}
-	if (!atomic_load(&probed)) {
-		pthread_mutex_lock(&sub_lock);
-		CUpti_SubscriberHandle s = atomic_exchange(&ours, NULL);
-		if (s)
-			cupti.unsubscribe(s);
-		pthread_mutex_unlock(&sub_lock);
-		/* A profiler that took CUPTI meanwhile has said so already. */
-		if (s)
-			off("%s did not call back at the self-check's launch: not a working CUPTI, "
-			    "so the backstop would see nothing%s", cupti_path, "");
-		return;
-	}
 	char esc[PATH_MAX * 2];
 	cg_json_escape(esc, sizeof esc, cupti_path);
 	cg_log_event("backstop", "\"state\":\"on\",\"cupti\":\"%s\"", esc);
+}
+
+/* The self-check, at exit: launches went through the hooks to the driver
+ * while subscribed, and CUPTI called back for none of them.  (A launch the
+ * driver refuses outright is no probe: the real CUPTI was seen not to call
+ * back for cuLaunchKernel of no function.) */
+static void prove_live(void)
+{
+	unsigned long launches = cg_counter_total(CG_C_LAUNCHES);
+	if (!atomic_load(&ours) || atomic_load(&heard) || !launches)
+		return;
+	char n[32];
+	snprintf(n, sizeof n, "%lu", launches);
+	off("%s never called back, for any of the %s launches made through the hooks: not a "
+	    "working CUPTI, so the backstop saw nothing", cupti_path, n);
 }
 
 void cg_backstop_start(void)
@@ -365,7 +350,7 @@ void cg_backstop_start(void)
 	int subscribed = atomic_load(&ours) != NULL;
 	pthread_mutex_unlock(&sub_lock);
 	if (subscribed)
-		prove_live();
+		said_on();
 }
 
 /* A thread of the parent may have been inside CUPTI's subscribe, holding
@@ -463,6 +448,7 @@ void cg_backstop_summary(char *line, size_t nline, char *json, size_t njson)
 	*line = *json = 0;
 	if (!atomic_load(&asked))
 		return;
+	prove_live();
 	unsigned long n = cg_counter_total(CG_C_UNHOOKED);
 	int is_off = atomic_load_explicit(&off_said, memory_order_acquire);
 	char first[NOTED * 200], first_json[NOTED * 400];

@@ -92,7 +92,9 @@ void cg_crossing_init(struct cg_crossing *c, enum cg_crossing_kind kind, const c
 enum cg_verdict cg_act(struct cg_crossing *c, const struct cg_fn *fn);
 /* The same with the action given (a redirect's fallback): never redirect. */
 enum cg_verdict cg_act_as(struct cg_crossing *c, const struct cg_fn *fn, int action);
-/* The code this thread's last refusal returned (shim/check/action.c), whose
+/* Each kernel's first print_limit crossings are reported in full; after
+ * that they are counted, so a warn-mode loop cannot flood stderr or the log.
+ * The code this thread's last refusal returned (shim/check/action.c), whose
  * message cuGetErrorString gives while it stands. */
 extern _Thread_local CUresult cg_refused_code CG_TLS;
 static inline void cg_error_clear(void) /* a launch went through */

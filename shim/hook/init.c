@@ -142,4 +142,6 @@ __attribute__((destructor)) static void at_unload(void)
 {
 	if (atomic_load(&cg_state) == CG_READY)
 		cg_report_summary();
+	else
+		cg_status_exit(0);
 }

@@ -452,7 +452,7 @@ static void waited(const struct cg_crossing *c, struct cg_fn *fn, const struct p
 static int impossible(const struct cg_crossing *c, const struct cg_fn *fn, const char *why)
 {
 	int action = cg_policy->redirect_fallback;
-	if (atomic_load(&fn->reports) < CG_REPORTS_PER_KERNEL || action == CG_ACT_ABORT)
+	if (atomic_load(&fn->reports) < (unsigned long)cg_policy->print_limit || action == CG_ACT_ABORT)
 		cg_stderr("ctxguard: redirect impossible: kernel %s launched on device %d: %s; "
 			  "falling back to %s (redirect_fallback)\n",
 			  shown_name(fn), c->launch_dev, why, cg_action_name(action));

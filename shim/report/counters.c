@@ -37,7 +37,7 @@ unsigned long cg_counter_total(enum cg_counter c)
 }
 
 const struct cg_counter_info cg_counters[CG_NCOUNTERS] = {
-#define X(name, key, group, one, many) [CG_C_##name] = {key, group, one, many},
+#define X(name, key, group, one, many, help) [CG_C_##name] = {key, group, one, many, help},
 	CG_COUNTERS(X)
 #undef X
 };

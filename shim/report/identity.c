@@ -15,19 +15,23 @@
 #endif
 
 /* The job's identity: torchrun/torchelastic, Slurm, and Kubernetes through
- * the downward API (examples/kubernetes sets POD_NAME and POD_NAMESPACE). */
+ * the downward API (examples/kubernetes sets POD_NAME and POD_NAMESPACE).
+ * label: also a Prometheus label; the metrics carry who (host, job, rank),
+ * never what varies per process or run size (pid, world_size), which would
+ * multiply the time series. */
 static const struct {
 	const char *key, *env;
+	int label;
 } job[] = {
-	{"rank", "RANK"},
-	{"local_rank", "LOCAL_RANK"},
-	{"world_size", "WORLD_SIZE"},
-	{"torchelastic_run_id", "TORCHELASTIC_RUN_ID"},
-	{"slurm_job_id", "SLURM_JOB_ID"},
-	{"slurm_procid", "SLURM_PROCID"},
-	{"slurm_localid", "SLURM_LOCALID"},
-	{"pod", "POD_NAME"},
-	{"namespace", "POD_NAMESPACE"},
+	{"rank", "RANK", 1},
+	{"local_rank", "LOCAL_RANK", 1},
+	{"world_size", "WORLD_SIZE", 0},
+	{"torchelastic_run_id", "TORCHELASTIC_RUN_ID", 1},
+	{"slurm_job_id", "SLURM_JOB_ID", 1},
+	{"slurm_procid", "SLURM_PROCID", 1},
+	{"slurm_localid", "SLURM_LOCALID", 1},
+	{"pod", "POD_NAME", 1},
+	{"namespace", "POD_NAMESPACE", 1},
 };
 #define NJOB (sizeof job / sizeof job[0])
 
@@ -37,7 +41,7 @@ static struct {
 	char host[256];
 	char rank[VALUE];
 	char json[2048];     /* ,"host":...,"pid":...,"version":...[,job keys] */
-	char labels[2048];   /* pid="..",rank=".." for Prometheus */
+	char labels[2048];   /* host="..",rank=".." for Prometheus */
 } id;
 
 /* A value for JSON or a Prometheus label: both escape \ and " alike; JSON
@@ -70,7 +74,9 @@ static void read_identity(void)
 			     (long)getpid(), CTXGUARD_VERSION);
 	put_value(id.json, sizeof id.json, &j, id.host);
 	append(id.json, sizeof id.json, &j, "%s", "\"");
-	l = (size_t)snprintf(id.labels, sizeof id.labels, "pid=\"%ld\"", (long)getpid());
+	append(id.labels, sizeof id.labels, &l, "%s", "host=\"");
+	put_value(id.labels, sizeof id.labels, &l, id.host);
+	append(id.labels, sizeof id.labels, &l, "%s", "\"");
 	for (size_t i = 0; i < NJOB; i++) {
 		const char *v = getenv(job[i].env);
 		if (!v || !*v)
@@ -80,6 +86,8 @@ static void read_identity(void)
 		append(id.json, sizeof id.json, &j, ",\"%s\":\"", job[i].key);
 		put_value(id.json, sizeof id.json, &j, cut);
 		append(id.json, sizeof id.json, &j, "%s", "\"");
+		if (!job[i].label)
+			continue;
 		append(id.labels, sizeof id.labels, &l, ",%s=\"", job[i].key);
 		put_value(id.labels, sizeof id.labels, &l, cut);
 		append(id.labels, sizeof id.labels, &l, "%s", "\"");

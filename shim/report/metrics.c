@@ -11,7 +11,7 @@
 
 #include "report.h"
 
-/* ctxguard_launches_total{pid="..",rank=".."} 3; a group's members are
+/* ctxguard_launches_total{host="..",rank=".."} 3; a group's members are
  * one metric labelled by action: ctxguard_crossings_total{...,action="warn"}. */
 void cg_metrics_write(const unsigned long *t)
 {
@@ -42,7 +42,8 @@ void cg_metrics_write(const unsigned long *t)
 		const char *g = cg_counters[i].group;
 		const char *name = g ? g : cg_counters[i].key;
 		if (!g || i == 0 || !cg_counters[i - 1].group || strcmp(cg_counters[i - 1].group, g) != 0)
-			fprintf(f, "# TYPE ctxguard_%s_total counter\n", name);
+			fprintf(f, "# HELP ctxguard_%s_total %s.\n# TYPE ctxguard_%s_total counter\n",
+				name, cg_counters[i].help, name);
 		fprintf(f, "ctxguard_%s_total{%s%s%s%s} %lu\n", name, labels, g ? ",action=\"" : "",
 			g ? cg_counters[i].key : "", g ? "\"" : "", t[i]);
 	}

@@ -9,23 +9,35 @@
 
 /* ---- reporting (shim/report/counters.c, sink.c, summary.c) ---- */
 
-/* The summary's counters, X(NAME, key, group, one, many): key names it in
- * the log and the metrics; group NULL for a count of its own, else the
+/* "exit PID LAUNCHES" in the command's status file, if it named one. */
+void cg_status_exit(unsigned long launches);
+
+/* The summary's counters, X(NAME, key, group, one, many, help): key names it
+ * in the log and the metrics; group NULL for a count of its own, else the
  * group it is one member of ("crossings", by action); one/many: its words
- * on the summary line (NULL: not there).  Adding a counter is one line. */
-#define CG_COUNTERS(X)                                                       \
-	X(LAUNCHES, "launches", NULL, "launch checked", "launches checked")  \
-	X(CROSS_ABORT, "abort", "crossings", NULL, NULL)                     \
-	X(CROSS_ERROR, "error", "crossings", NULL, NULL)                     \
-	X(CROSS_WARN, "warn", "crossings", NULL, NULL)                       \
-	X(CROSS_OFF, "off", "crossings", NULL, NULL)                         \
-	X(REDIRECT, "redirect", "crossings", NULL, NULL)                     \
-	X(HOOKED_DLSYM, "hooked_by_dlsym", NULL, NULL, NULL)                 \
-	X(HOOKED_PROCADDR, "hooked_by_getprocaddress", NULL, NULL, NULL)    \
-	X(LOG_LOST, "log_records_lost", NULL, NULL, NULL)                    \
-	X(LOG_FALLBACK, "log_name_fallbacks", NULL, NULL, NULL)              \
-	X(UNHOOKED, "unhooked", NULL, NULL, NULL)                            \
-	X(BACKSTOP_YIELDED, "backstop_yielded", NULL, NULL, NULL)
+ * on the summary line (NULL: not there); help: the metric's # HELP (a
+ * group's first member says it for the group).  Adding a counter is one line. */
+#define CG_COUNTERS(X)                                                                    \
+	X(LAUNCHES, "launches", NULL, "launch checked", "launches checked",                \
+	  "Kernel launches ctxguard checked")                                               \
+	X(CROSS_ABORT, "abort", "crossings", NULL, NULL,                                   \
+	  "Launches that crossed CUDA contexts or devices, by the action taken")           \
+	X(CROSS_ERROR, "error", "crossings", NULL, NULL, NULL)                            \
+	X(CROSS_WARN, "warn", "crossings", NULL, NULL, NULL)                              \
+	X(CROSS_OFF, "off", "crossings", NULL, NULL, NULL)                                \
+	X(REDIRECT, "redirect", "crossings", NULL, NULL, NULL)                            \
+	X(HOOKED_DLSYM, "hooked_by_dlsym", NULL, NULL, NULL,                               \
+	  "Driver entry points handed out through dlsym")                                   \
+	X(HOOKED_PROCADDR, "hooked_by_getprocaddress", NULL, NULL, NULL,                   \
+	  "Driver entry points handed out through cuGetProcAddress")                        \
+	X(LOG_LOST, "log_records_lost", NULL, NULL, NULL,                                  \
+	  "Log records that could not be written whole")                                    \
+	X(UNHOOKED, "unhooked", NULL, NULL, NULL,                                          \
+	  "Launches the CUPTI backstop saw bypass the hooks")                                \
+	X(LOG_FALLBACK, "log_name_fallbacks", NULL, NULL, NULL,                            \
+	  "Logs opened under a fresh name because the planned one was taken")               \
+	X(BACKSTOP_YIELDED, "backstop_yielded", NULL, NULL, NULL,                          \
+	  "Times the CUPTI backstop stepped aside for the program's own subscriber")
 
 enum cg_counter {
 #define X(name, ...) CG_C_##name,
@@ -34,7 +46,7 @@ enum cg_counter {
 	CG_NCOUNTERS
 };
 extern const struct cg_counter_info {
-	const char *key, *group, *one, *many;
+	const char *key, *group, *one, *many, *help;
 } cg_counters[CG_NCOUNTERS];
 /* The calling thread's block of counters (shim/report/counters.c), and whether
  * other threads share it (past the pool's size); v is NULL until its

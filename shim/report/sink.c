@@ -20,6 +20,8 @@ enum { LOG_NONE = -1, LOG_REOPEN = -2, LOG_SYSLOG = -3 };
 static int log_fd = LOG_NONE;
 static int status_fd_open;
 static char status_path[4096];
+/* CTXGUARD_LOG_FILE: a text copy of what ctxguard writes to stderr. */
+static int text_fd = -1;
 
 /* A record is one writev, so concurrent threads' lines never interleave
  * while the kernel writes it whole; a signal or a full disk may cut it short,
@@ -49,6 +51,13 @@ static void write_all(int fd, const char *s, size_t n)
 	write_vec(fd, &v, 1);
 }
 
+static void write_err(const char *s, size_t n)
+{
+	write_all(2, s, n);
+	if (text_fd >= 0)
+		write_all(text_fd, s, n);
+}
+
 /* Whatever reaches stderr is escaped as the log escapes it (control
  * bytes, C1 codes, bytes that are not UTF-8): kernel names, paths and
  * policy text come from the program and the user, and a terminal obeys
@@ -66,7 +75,7 @@ static void write_text(const char *s, int lines)
 		cg_text_escape(out, len + 1, s, lines);
 	if (!lines)
 		out[len++] = '\n';
-	write_all(2, out, len);
+	write_err(out, len);
 	if (out != buf)
 		free(out);
 }
@@ -213,17 +222,37 @@ void cg_log_crossing(const struct cg_crossing *c, char *buf, size_t n)
 
 /* The ctxguard command learns of crossings in any process of the tree
  * through a file it names in CTXGUARD_STATUS: one line per crossing. */
-static void status_line(const char *word)
+/* "WORD PID\n", or "exit PID LAUNCHES\n" */
+static void status_append(const char *path, const char *word, const unsigned long *count)
 {
-	if (!status_fd_open)
-		return;
-	int fd = open(status_path, O_WRONLY | O_APPEND | O_CLOEXEC);
+	int fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
 	if (fd < 0)
 		return;
-	char line[64];
-	int n = snprintf(line, sizeof line, "%s %ld\n", word, (long)getpid());
+	char line[96];
+	int n = count ? snprintf(line, sizeof line, "%s %ld %lu\n", word, (long)getpid(), *count)
+		      : snprintf(line, sizeof line, "%s %ld\n", word, (long)getpid());
 	write_all(fd, line, (size_t)n);
 	close(fd);
+}
+
+static void status_line(const char *word)
+{
+	if (status_fd_open)
+		status_append(status_path, word, NULL);
+}
+
+/* Every process says it ended, with its launches checked, for the
+ * command's closing line; one that never started ctxguard (no CUDA) too,
+ * reading the variable itself, as start-up would have. */
+void cg_status_exit(unsigned long launches)
+{
+	if (status_fd_open) {
+		status_append(status_path, "exit", &launches);
+		return;
+	}
+	const char *s = secure_getenv("CTXGUARD_STATUS");
+	if (s && *s)
+		status_append(s, "exit", &launches);
 }
 
 void cg_status_crossing(int action)
@@ -297,8 +326,28 @@ static void announce_secure(void)
 	cg_log_event("secure_execution", "\"message\":\"%s\"", note);
 }
 
+/* Opened like the log (never through a planted link), appended to by
+ * every process of the tree. */
+static void open_text_copy(void)
+{
+	const char *tpl = cg_user_env("CTXGUARD_LOG_FILE");
+	char path[4096], why[512], fresh[4096];
+	if (!tpl || !*tpl)
+		return;
+	if (!cg_identity_expand(tpl, path, sizeof path)) {
+		cg_stderr("ctxguard: log file %s is too long once expanded\n", tpl);
+		return;
+	}
+	text_fd = cg_log_open(path, cg_policy->log_mode, why, sizeof why, fresh, sizeof fresh);
+	if (text_fd < 0)
+		cg_stderr("ctxguard: cannot open log file %s: %s\n", path, why);
+	else if (*fresh)
+		cg_stderr("ctxguard: log file %s: %s; writing to %s instead\n", path, why, fresh);
+}
+
 void cg_report_start(void)
 {
+	open_text_copy();
 	open_log();
 	const char *s = cg_user_env("CTXGUARD_STATUS");
 	status_fd_open = s && *s && strlen(s) < sizeof status_path;

@@ -113,6 +113,7 @@ void cg_report_summary(void)
 	if (lost)
 		cg_stderr("ctxguard: pid %ld: %lu log record%s could not be written to %s\n",
 			  (long)getpid(), lost, lost == 1 ? "" : "s", cg_policy->log_path);
+	cg_status_exit(t[CG_C_LAUNCHES]);
 	if (!any)
 		return;
 	cg_metrics_write(t);

@@ -283,9 +283,6 @@ static inline int cg_operand_address(const struct cg_layout *l, unsigned p, void
 	return cg_tmap_address(*bytes, a);
 }
 
-/* Each kernel's first few crossings are reported in full; after that they
- * are counted, so a warn-mode loop cannot flood stderr or the log. */
-enum { CG_REPORTS_PER_KERNEL = 8 };
 
 #pragma GCC visibility pop
 

@@ -2,6 +2,8 @@
  *   ctx_table PTX ROW     prints "ROW launch=<CUresult> sync=<CUresult> result=<right|wrong|none>"
  *   ctx_table PTX list    prints the row names
  *   ctx_table PTX facts   prints the other driver answers ctxguard relies on
+ * A row the device cannot set up (SM-count affinity without MPS) prints
+ * "ROW unsupported=<CUresult>" and exits 3.
  * PTX holds `add1(int *p, int n)` (tests/gpu/ctx_table.cu).  Each row loads
  * it in one context (or as a context-independent CUkernel), launches it in
  * another of the same device, and checks that every element went up by one.
@@ -106,6 +108,8 @@ static CUstream primary_stream(void)
 	return s;
 }
 
+static const char *row;
+
 static CUcontext created(int sm_limit)
 {
 	CUcontext c, was;
@@ -114,7 +118,14 @@ static CUcontext created(int sm_limit)
 		CUexecAffinityParam p = {.type = CU_EXEC_AFFINITY_TYPE_SM_COUNT,
 					 .param.smCount.val = (unsigned)sm_limit};
 		CUctxCreateParams cp = {.execAffinityParams = &p, .numExecAffinityParams = 1};
-		TRY(cuCtxCreate(&c, &cp, 0, dev));
+		CUresult rc = cuCtxCreate(&c, &cp, 0, dev);
+		/* SM-count affinity needs MPS on most devices: no row to measure */
+		if (rc == CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY) {
+			printf("%s unsupported=%s\n", row, err_name(rc));
+			exit(3);
+		}
+		if (rc != CUDA_SUCCESS)
+			die("cuCtxCreate with an SM-count affinity", rc);
 	} else {
 		TRY(cuCtxCreate(&c, NULL, 0, dev));
 	}
@@ -132,8 +143,6 @@ static CUresult launch(CUfunction f, CUcontext launch_ctx, CUstream s, CUdevicep
 	TRY(cuCtxSetCurrent(launch_ctx));
 	return cuLaunchKernel(f, N / 256, 1, 1, 256, 1, 1, 0, s, args, NULL);
 }
-
-static const char *row;
 
 static int report(CUresult lrc, CUdeviceptr p, CUcontext owner_of_p)
 {

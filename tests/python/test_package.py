@@ -36,13 +36,27 @@ bindir = os.path.dirname(sys.executable)
 for argv, want in (([os.path.join(bindir, "ctxguard"), "--help"], 0),
                    ([sys.executable, "-m", "ctxguard", "--", "true"], 0),
                    ([sys.executable, "-m", "ctxguard", "--", "sh", "-c", "exit 3"], 3),
-                   ([os.path.join(bindir, "ctxguard"), "--no-such-option"], 2)):
+                   ([os.path.join(bindir, "ctxguard"), "--no-such-option"], 2),
+                   ([os.path.join(bindir, "ctxguard-cuda"), "--", "sh", "-c", "exit 4"], 4)):
     p = subprocess.run(argv, capture_output=True, text=True)
     check("%s exits %d" % (" ".join(os.path.basename(a) for a in argv), want), p.returncode == want,
           "exit %d%s" % (p.returncode, ", stderr: " + p.stderr.strip()[:200] if p.returncode != want else ""))
 p = subprocess.run([sys.executable, "-m", "ctxguard", "--quiet", "--", "sh", "-c", 'echo "$LD_PRELOAD"'],
                    capture_output=True, text=True)
 check("the command preloads the installed library", p.stdout.strip() == ctxguard.library_path(), p.stdout.strip())
+
+p = subprocess.run([os.path.join(bindir, "ctxguard"), "--version"], capture_output=True, text=True)
+check("--version names the kernels inside (none: this wheel was built without nvcc)",
+      "\nkernels: none (built without nvcc)\n" in p.stdout, p.stdout.strip())
+
+try:
+    import torch  # noqa: F401
+except ImportError:
+    try:
+        ctxguard.grouped_mm
+        check("without torch, the ops name the [torch] extra", False, "no ImportError")
+    except ImportError as e:
+        check("without torch, the ops name the [torch] extra", "ctxguard-cuda[torch]" in str(e), str(e))
 
 from ctxguard import _native  # noqa: E402
 

@@ -6,10 +6,12 @@ the checks (ValueError on CPU and mixed devices, bad scales), the fake
 implementations (FakeTensorMode on cuda), the bf16 autograd formula against
 float64 autograd (empty groups, both B layouts), torch.compile(fullgraph=True)
 forward and backward against eager, and experts_implementation="ctxguard"
-on a random Qwen3-MoE against "grouped_mm" (bf16) and against the
+on a random Qwen3-MoE against "grouped_mm" (bf16; training gradients: both
+against the float64 model) and against the
 dequantized model (transformers' FP8Experts, as examples/qwen3_moe_ctxguard.py
 swaps them in).  Needs torch and transformers; exits 77 without them.
 Prints "test_torch_cpu: ok" and exits 0, or exits 1 on a failed check."""
+import copy
 import os
 import sys
 
@@ -29,6 +31,11 @@ import ctxguard  # noqa: E402
 from ctxguard import ops  # noqa: E402
 
 CHECKS = Checks("test_torch_cpu")
+# torch 2.9's inductor writes C++ for these graphs' CPU kernels that gcc 12
+# rejects ("operands to ?: have different types", a torch bug); there the
+# graphs compile through AOT autograd without inductor, which still traces
+# the op fullgraph through its fake and its autograd.
+COMPILE_BACKEND = "aot_eager" if tuple(map(int, torch.__version__.split(".")[:2])) < (2, 10) else "inductor"
 
 
 def rel(got, ref):
@@ -75,8 +82,11 @@ def checks_and_fakes():
         sa, sb = torch.empty(8, 2, device="cuda"), torch.empty(2, 2, 2, device="cuda")
         out = torch.ops.ctxguard.grouped_mm_fp8(qa, sa, qb, sb, fo)
         CHECKS.flag("fake fp8", out.shape == (8, 136) and out.dtype == torch.bfloat16, str(out))
+        # made at that shape, not sliced: slicing a fake cuda tensor
+        # initializes CUDA in torch 2.9 (no driver here)
+        short = torch.empty(2, 1, 2, device="cuda")
         raises("fake fp8, b_scale of the wrong shape -> ValueError",
-               lambda: torch.ops.ctxguard.grouped_mm_fp8(qa, sa, qb, sb[:, :1], fo), ["b_scale", "[2, 2, 2]"])
+               lambda: torch.ops.ctxguard.grouped_mm_fp8(qa, sa, qb, short, fo), ["b_scale", "[2, 2, 2]"])
 
 
 def autograd_and_compile():
@@ -116,7 +126,7 @@ def autograd_and_compile():
     ge, gx = mod.gate_up.grad.clone(), x.grad.clone()
     mod.zero_grad()
     x.grad = None
-    got = torch.compile(mod, fullgraph=True)(x, offs, ctxguard.grouped_mm)
+    got = torch.compile(mod, fullgraph=True, backend=COMPILE_BACKEND)(x, offs, ctxguard.grouped_mm)
     got.float().square().sum().backward()
     CHECKS.flag("torch.compile(fullgraph=True) vs eager",
                 max(rel(got, eager), rel(mod.gate_up.grad, ge), rel(x.grad, gx)) <= 2e-2,
@@ -133,7 +143,7 @@ def autograd_and_compile():
     loss(x, w).backward()
     gx, gw = x.grad.clone(), w.grad.clone()
     x.grad = w.grad = None
-    torch.compile(loss, fullgraph=True)(x, w).backward()
+    torch.compile(loss, fullgraph=True, backend=COMPILE_BACKEND)(x, w).backward()
     CHECKS.flag("torch.compile(fullgraph=True), K=100 N=90, out.sum()",
                 max(rel(x.grad, gx), rel(w.grad, gw)) <= 2e-2,
                 "rel error vs eager: grad x %.2e, grad w %.2e" % (rel(x.grad, gx), rel(w.grad, gw)))
@@ -163,18 +173,30 @@ def backend():
     ref = logits()
     CHECKS.flag("bf16 experts backend vs grouped_mm", rel(got, ref) <= 3e-2, "rel error %.2e" % rel(got, ref))
 
-    def grads():
-        model.zero_grad(set_to_none=True)
-        model(input_ids=ids).logits.float().square().mean().backward()
-        return {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
+    def grads(m):
+        m.zero_grad(set_to_none=True)
+        m(input_ids=ids).logits.float().square().mean().backward()
+        return {n: p.grad for n, p in m.named_parameters() if p.grad is not None}
 
-    ref = grads()
+    ref = grads(model)
     model.set_experts_implementation("ctxguard")
-    got = grads()
-    worst = max(ref, key=lambda n: rel(got[n], ref[n]))
-    CHECKS.flag("bf16 experts backend training vs grouped_mm",
-                got.keys() == ref.keys() and rel(got[worst], ref[worst]) <= 3e-2,
-                "%d gradients, the farthest %s: rel error %.2e" % (len(ref), worst, rel(got[worst], ref[worst])))
+    got = grads(model)
+    # Against float64, not against another bf16 backend: this model's bf16
+    # training gradients lie 4-7% from its float64 ones whatever the backend
+    # (torch 2.15, transformers 5.25, layer 1's router: grouped_mm 6.8e-2,
+    # eager 7.1e-2, ctxguard 5.8e-2), so two bf16 backends differ by as much
+    # (4.7e-2 there; under 3e-2 with torch 2.9-2.10).  Each of ctxguard's
+    # gradients must be as close to float64 as grouped_mm's, within 25%.
+    m64 = copy.deepcopy(model).double()
+    m64.set_experts_implementation("eager")
+    truth = grads(m64)
+    del m64
+    worst = max(truth, key=lambda n: rel(got[n], truth[n]) - 1.25 * rel(ref[n], truth[n]))
+    CHECKS.flag("bf16 experts backend training vs grouped_mm, both against float64",
+                got.keys() == ref.keys() == truth.keys()
+                and rel(got[worst], truth[worst]) <= 1.25 * rel(ref[worst], truth[worst]) + 5e-3,
+                "%d gradients, the farthest %s: rel error to float64 %.2e, grouped_mm's %.2e"
+                % (len(ref), worst, rel(got[worst], truth[worst]), rel(ref[worst], truth[worst])))
     model.zero_grad(set_to_none=True)
     model.set_experts_implementation("grouped_mm")
     swapped = to_fp8(model)

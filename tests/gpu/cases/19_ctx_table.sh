@@ -18,6 +18,10 @@ printf '%-34s %-44s %-9s %s\n' row driver crossing verdict
 while read -r row; do
 	"$PROBE" "$PTX" "$row" >"$TMP/plain.out" 2>"$TMP/plain.err"
 	st=$?
+	if (( st == 3 )); then
+		printf '%-34s %s\n' "$row" "not measurable on this device: $(cut -d' ' -f2- "$TMP/plain.out")"
+		continue
+	fi
 	if (( st != 0 )); then
 		echo "$row: the probe could not set up (exit $st): $(tail -n 1 "$TMP/plain.err")"
 		bad=1
