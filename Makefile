@@ -94,12 +94,12 @@ $(BUILD)/obj/%.o: %.c $(wildcard shim/*.h shim/*/*.h shim/*.def policy/*.h) $(CC
 $(BUILD)/obj/policy/builtin.o: policy/default.conf
 $(BUILD)/obj/policy/builtin.o: LTO :=
 
-# config.o holds the system policy's path: the stamp rebuilds it when
+# loader.o holds the system policy's path: the stamp rebuilds it when
 # SYSCONFDIR changes.
 SYSCONF_STAMP := $(BUILD)/sysconfdir
 $(call stamp,$(SYSCONF_STAMP),$(SYSCONFDIR))
-$(BUILD)/obj/policy/config.o: $(SYSCONF_STAMP)
-$(BUILD)/obj/policy/config.o: CFLAGS += -DCG_SYSCONFDIR='"$(SYSCONFDIR)"'
+$(BUILD)/obj/policy/loader.o: $(SYSCONF_STAMP)
+$(BUILD)/obj/policy/loader.o: CFLAGS += -DCG_SYSCONFDIR='"$(SYSCONFDIR)"'
 
 $(BUILD)/libpolicy.a: $(POLICY_OBJ)
 	$(AR) rcs $@ $^
