@@ -1,8 +1,9 @@
-/* Redirect: a crossing launch under the redirect action runs where its
- * operands live instead (shim/redirect/redirect.c), either as the bundled grouped_mm
- * kernel (a recognized DeepGEMM GEMM, shim/redirect/decode.c) or as the same kernel
- * re-homed into that context (shim/redirect/rehome.c), ordered with both devices'
- * streams (shim/redirect/streams.c, shim/redirect/events.c). */
+/* Redirect (shim/redirect/): a crossing launch under the redirect action
+ * runs where its operands live instead (redirect.c, planned in plan.c),
+ * either as the bundled grouped_mm kernel (a recognized DeepGEMM GEMM,
+ * decode.c, bundled.c) or as the same kernel re-homed into that context
+ * (rehome.c), ordered with both devices' streams (order.c, streams.c,
+ * events.c). */
 #ifndef CTXGUARD_REDIRECT_H
 #define CTXGUARD_REDIRECT_H
 
