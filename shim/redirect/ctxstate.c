@@ -17,6 +17,8 @@
 static struct cg_table states = CG_TABLE_INIT;
 static pthread_mutex_t listing = PTHREAD_MUTEX_INITIALIZER;
 static struct cg_ctx_state *all;
+/* Ended contexts' states, emptied, kept (see cg_ctx_state_on_ctx_end). */
+static struct cg_ctx_state *retired;
 
 static struct cg_ctx_state *created(CUcontext ctx)
 {
@@ -89,6 +91,8 @@ void cg_ctx_state_on_ctx_end(CUcontext ctx)
 	for (struct cg_ctx_state **q = &all; c && *q; q = &(*q)->next)
 		if (*q == c) {
 			*q = c->next;
+			c->next = retired;
+			retired = c;
 			break;
 		}
 	pthread_mutex_unlock(&listing);
@@ -105,10 +109,13 @@ void cg_ctx_state_on_fork(void)
 {
 	pthread_mutex_init(&listing, NULL);
 	cg_table_reset(&states);
-	while (all) {
-		struct cg_ctx_state *c = all;
-		all = c->next;
-		empty(c);
-		free(c);
-	}
+	struct cg_ctx_state *lists[] = {all, retired};
+	for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++)
+		while (lists[i]) {
+			struct cg_ctx_state *c = lists[i];
+			lists[i] = c->next;
+			empty(c);
+			free(c);
+		}
+	all = retired = NULL;
 }
