@@ -9,13 +9,16 @@ Names declared in shim/shim.h, the common header every folder includes
 (the hooks table, start-up state, the launch marks), are everybody's and
 make no edge; shim/cli/ is a separate program.
 
-    tests/deps_graph.py [SHIM_DIR]     prints the graph; exit 1 on a cycle
+    tests/deps_graph.py [-v] [SHIM_DIR]   one line, the folders in layer
+                                          order (-v: every edge); exit 1 on a cycle
 """
 import os
 import re
 import sys
 
-root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "shim")
+args = [a for a in sys.argv[1:] if a != "-v"]
+verbose = "-v" in sys.argv[1:]
+root = args[0] if args else os.path.join(os.path.dirname(__file__), "..", "shim")
 root = os.path.normpath(root)
 folders = sorted(d for d in os.listdir(root)
                  if os.path.isdir(os.path.join(root, d)) and d != "cli")
@@ -75,9 +78,10 @@ for d in folders:
             if owner and owner != d and name not in common:
                 edges[d].setdefault(owner, set()).add(name)
 
-for d in folders:
-    out = ", ".join("%s (%d)" % (t, len(edges[d][t])) for t in sorted(edges[d]))
-    print("shim/%s/ -> %s" % (d, out or "-"))
+if verbose:
+    for d in folders:
+        out = ", ".join("%s (%d)" % (t, len(edges[d][t])) for t in sorted(edges[d]))
+        print("shim/%s/ -> %s" % (d, out or "-"))
 
 # A cycle: depth-first search for a back edge.
 state, stack, bad = {}, [], []
@@ -98,6 +102,21 @@ def visit(d):
 for d in folders:
     if not state.get(d):
         visit(d)
+if not bad:
+    # leaves first: each folder after every folder it depends on
+    order, seen = [], set()
+
+    def place(d):
+        if d in seen:
+            return
+        seen.add(d)
+        for t in sorted(edges[d]):
+            place(t)
+        order.append(d)
+
+    for d in folders:
+        place(d)
+    print("ok folder graph of %s/: %s" % (os.path.relpath(root), " < ".join(order)))
 for cycle in bad:
     print("deps_graph: import loop between folders: " + " -> ".join(cycle), file=sys.stderr)
     for a, b in zip(cycle, cycle[1:]):
