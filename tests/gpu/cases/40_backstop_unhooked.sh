@@ -51,7 +51,7 @@ grep -qE '^ctxguard: pid [0-9]+: .*warn 1, .*; backstop: unhooked 1 \(cuLaunchKe
 	"$TMP/counted.err" || fail "the summary does not count the unhooked launch"
 
 # 4. --audit on a correct program: the unhooked launch alone fails it.
-run audit "$CTXGUARD" --audit --scope all --error-exitcode 9 -- "$UNHOOKED" same "$CUBIN"
+run audit "$CTXGUARD" --audit --scope all --error-exitcode 9 -- "$UNHOOKED" "${SECOND[@]}" same "$CUBIN"
 show audit
 expect_backstop_on audit
 expect_status 9
