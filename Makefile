@@ -163,7 +163,14 @@ $(BUILD)/tests/libs/lib%.so: tests/libs/%.c tests/libs/%.map tests/hold.h
 
 test: all $(SUITE_LIB) $(SUITE_CMD) $(FAKE_LIB) $(CHECK_BIN) $(PROG_BIN) $(HELPER_LIB)
 	@tests/deps_graph.py shim
+	@tests/hooks_doc.sh
+	@python3 tests/doc_links.py
 	@BUILD=$(BUILD) SAN_RUNTIME='$(SAN_RUNTIME)' tests/run.sh $(CHECK_BIN)
+
+# The reference of hooked entry points, generated from the table (committed;
+# tests/hooks_doc.sh fails `make test` when it is stale).
+docs/hooks.md: shim/hooks.def tools/hooks_md.awk
+	awk -f tools/hooks_md.awk shim/hooks.def > $@.tmp && mv $@.tmp $@
 
 # Sanitizer runs: the runtime must come first in LD_PRELOAD.
 asan:

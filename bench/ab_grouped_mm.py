@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Builds of the bundled grouped_mm kernels timed against each other, and
 against DeepGEMM, call by call in one process: the method behind the
-"head time / variant time" figures of kernels/NOTES.md.
+"head time / variant time" figures of docs/kernels/journal.md.
 
     mkdir /tmp/head && git archive HEAD | tar -x -C /tmp/head && make -C /tmp/head
     make            # the working tree, with the change

@@ -1,5 +1,5 @@
 /* driver_waits -- which driver calls wait for a context's running work.
- * A redirect must never wait for the target device (README, Deadlock):
+ * A redirect must never wait for the target device (docs/redirect.md, Deadlock):
  * each call ctxguard might make there is timed while a kernel of the
  * context spins until the host releases it WAIT seconds later.  A call
  * that takes about WAIT seconds waited for it; one that returns at once
@@ -9,7 +9,7 @@
  * Then the calls a program makes into the context while another thread's
  * cuModuleLoadData waits there: does the load hold them up too?  (Whether
  * ctxguard could load re-homed kernels ahead on a thread of its own:
- * README, Deadlock.)
+ * docs/redirect.md, Deadlock.)
  *
  * usage: driver_waits [WAIT]    (seconds, default 2) on a GPU machine.
  * Prints one line per call; exits 0, or 1 on a CUDA error. */

@@ -24,9 +24,10 @@ static void command(const char *const *argv)
 	spawn(&r, env, argv);
 }
 
-/* ctxguard report runs python3: with nothing preloaded, so that a sanitizer
- * build's runtime does not report the interpreter's own leaks. */
-static void report(const char *const *argv)
+/* A command that runs another program (ctxguard report: python3; the
+ * completion: bash): with nothing preloaded, so that a sanitizer build's
+ * runtime neither reports the interpreter's own leaks nor loads into it. */
+static void unpreloaded(const char *const *argv)
 {
 	const char *env[] = {"LD_PRELOAD", "CTXGUARD_QUIET", NULL};
 	spawn(&r, env, argv);
@@ -193,7 +194,7 @@ START_TEST(report_summarises_logs)
 		ck_assert_msg(exited(&r, 3), "status %#x %s", r.status, r.err);
 	}
 	const char *json[] = {"ctxguard", "report", "--json", logs[0], logs[1], NULL};
-	report(json);
+	unpreloaded(json);
 	ck_assert_msg(exited(&r, 0), "status %#x %s", r.status, r.err);
 	static const char *const want[] = {
 		"\"files\": 2,", "\"processes\": 2,", "\"crossings_logged\": 2,",
@@ -204,7 +205,7 @@ START_TEST(report_summarises_logs)
 	for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
 		ck_assert_msg(strstr(r.out, want[i]), "no %s in\n%s", want[i], r.out);
 	const char *text[] = {"ctxguard", "report", logs[0], logs[1], "/nonexistent.jsonl", NULL};
-	report(text);
+	unpreloaded(text);
 	for (int i = 0; i < 2; i++) {
 		slurp(logs[i]); /* the records, for the schema check */
 		unlink(logs[i]);
@@ -232,7 +233,7 @@ START_TEST(bash_completion_reads_the_help)
 			 "COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); _ctxguard; echo \"${COMPREPLY[*]}\"",
 			 build_dir(), cases[i][0]);
 		const char *argv[] = {"/bin/bash", "-c", script, NULL};
-		command(argv);
+		unpreloaded(argv);
 		char want[64];
 		snprintf(want, sizeof want, "%s\n", cases[i][1]);
 		ck_assert_msg(exited(&r, 0) && strcmp(r.out, want) == 0, "%s: '%s' %s", cases[i][0],

@@ -1,4 +1,4 @@
-/* The deployment examples do what the README says: the Slurm TaskProlog
+/* The deployment examples do what docs/operations.md says: the Slurm TaskProlog
  * exports the preload and a rank-aware log path (and what it exports
  * works), and the Kubernetes manifests pass the Kubernetes schemas
  * (kubernetes-validate, offline; .ci/run installs it). */

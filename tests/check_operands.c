@@ -1012,7 +1012,7 @@ END_TEST
 /* With a C++ signature, only parameters typed as pointers are pointers:
  * an 8-byte struct of flags that happens to look like an address is not,
  * and neither is an integer that holds one (_Z1kmPi: k(unsigned long,
- * int*)), the blind spot README's kind (b) states. */
+ * int*)), the blind spot docs/how-it-works.md's kind (b) states. */
 START_TEST(types_from_the_demangled_name)
 {
 	setenv("CTXGUARD_SCOPE", "all", 1);

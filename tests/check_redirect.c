@@ -727,7 +727,7 @@ END_TEST
  * for by the host) on a stream that waits for nothing of the program's:
  * were it T after T's waits, the host would block until S and every busy
  * stream of device 1 drained, and hang for good when one of those waits
- * for work the program queues after this call (README, "Deadlock"). */
+ * for work the program queues after this call (docs/redirect.md, "Deadlock"). */
 START_TEST(normal_gemm_zeros_do_not_wait_for_the_programs_streams)
 {
 	produce_on_device_1();

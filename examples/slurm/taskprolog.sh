@@ -5,7 +5,7 @@
 # environment, and writes each "print MESSAGE" line to the task's output.
 # The log path is rank-aware: ctxguard fills in %h (host), %r (SLURM_PROCID,
 # or RANK under torchrun) and %p (pid) itself.
-# The library's default path is the README's operator install
+# The library's default path is the operator install of docs/operations.md
 # (make install PREFIX=/usr SYSCONFDIR=/etc).
 lib=${CTXGUARD_SLURM_LIB:-/usr/lib/libctxguard.so}
 logdir=${CTXGUARD_SLURM_LOGDIR:-/var/log/ctxguard}

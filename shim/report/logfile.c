@@ -20,7 +20,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/random.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -127,7 +127,9 @@ static void fresh_name(const char *name, char *out, size_t n)
 {
 	static const char digits[] = "abcdefghijklmnopqrstuvwxyz0123456789";
 	unsigned char r[6];
-	if (getrandom(r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r) {
+	/* the system call, not glibc's getrandom (2.25): the wheel's build
+	 * targets glibc 2.17 (docs/install.md); 1 is GRND_NONBLOCK */
+	if (syscall(SYS_getrandom, r, sizeof r, 1) != (long)sizeof r) {
 		struct timespec ts;
 		clock_gettime(CLOCK_MONOTONIC, &ts);
 		unsigned long x = (unsigned long)ts.tv_nsec * 2654435761u ^ (unsigned long)getpid();

@@ -10,8 +10,8 @@
 # redirected call itself must return: the bundled kernels were loaded into
 # device 1 when the program created its stream there (shim/redirect/warm.c); loaded
 # inside the redirect, the load waited for device 1's work and the process
-# hung in ctxguard's call (seen on two H200s before warming).  README's
-# Redirect section documents the hazard.
+# hung in ctxguard's call (seen on two H200s before warming).  docs/redirect.md's
+# Deadlock section documents the hazard.
 # shellcheck source=tests/gpu/lib.sh
 . "$(dirname "$0")/../lib.sh"
 # shellcheck source=tests/gpu/redirect.sh
