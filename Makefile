@@ -54,7 +54,9 @@ CFLAGS += -DCTXGUARD_VERSION='"$(VERSION)"'
 LDFLAGS_SAN = $(SAN)
 
 POLICY_SRC := $(wildcard policy/*.c)
-SHIM_SRC   := $(filter-out shim/cli.c,$(wildcard shim/*.c))
+# shim/ is one folder per subsystem (hook, track, check, redirect, report);
+# shim/cli/ is the ctxguard command, not the library.
+SHIM_SRC   := $(filter-out shim/cli/%,$(wildcard shim/*/*.c))
 POLICY_OBJ := $(POLICY_SRC:%.c=$(BUILD)/obj/%.o)
 SHIM_OBJ   := $(SHIM_SRC:%.c=$(BUILD)/obj/%.o)
 
@@ -82,7 +84,7 @@ stamp = $(shell mkdir -p $(BUILD) && { [ "$$(cat $(1) 2>/dev/null)" = '$(2)' ] |
 CC_STAMP := $(BUILD)/cc
 $(call stamp,$(CC_STAMP),$(CC))
 
-$(BUILD)/obj/%.o: %.c $(wildcard shim/*.h shim/*.def policy/*.h) $(CC_STAMP) | $(BUILD)
+$(BUILD)/obj/%.o: %.c $(wildcard shim/*.h shim/*/*.h shim/*.def policy/*.h) $(CC_STAMP) | $(BUILD)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
@@ -92,12 +94,12 @@ $(BUILD)/obj/%.o: %.c $(wildcard shim/*.h shim/*.def policy/*.h) $(CC_STAMP) | $
 $(BUILD)/obj/policy/builtin.o: policy/default.conf
 $(BUILD)/obj/policy/builtin.o: LTO :=
 
-# config.o holds the system policy's path: the stamp rebuilds it when
+# loader.o holds the system policy's path: the stamp rebuilds it when
 # SYSCONFDIR changes.
 SYSCONF_STAMP := $(BUILD)/sysconfdir
 $(call stamp,$(SYSCONF_STAMP),$(SYSCONFDIR))
-$(BUILD)/obj/policy/config.o: $(SYSCONF_STAMP)
-$(BUILD)/obj/policy/config.o: CFLAGS += -DCG_SYSCONFDIR='"$(SYSCONFDIR)"'
+$(BUILD)/obj/policy/loader.o: $(SYSCONF_STAMP)
+$(BUILD)/obj/policy/loader.o: CFLAGS += -DCG_SYSCONFDIR='"$(SYSCONFDIR)"'
 
 $(BUILD)/libpolicy.a: $(POLICY_OBJ)
 	$(AR) rcs $@ $^
@@ -112,7 +114,7 @@ KERNELS_STAMP := $(BUILD)/kernels-desc
 $(call stamp,$(KERNELS_STAMP),$(KERNELS_DESC))
 # What the command says of its build (tests/locked.mk builds one too).
 CLI_DEFS = -DCG_KERNELS='"$(KERNELS_DESC)"' -DCG_REPORT_SCRIPT='"$(CURDIR)/python/ctxguard/report.py"'
-$(CMD): shim/cli.c $(BUILD)/libpolicy.a $(KERNELS_STAMP)
+$(CMD): shim/cli/cli.c $(BUILD)/libpolicy.a $(KERNELS_STAMP)
 	$(CC) $(CFLAGS) $(CLI_DEFS) -o $@ $(filter %.c %.a,$^) $(LDFLAGS_SAN)
 
 $(BUILD):
@@ -137,9 +139,9 @@ $(BUILD)/tests/check_%: tests/check_%.c $(SUITE_POLICY) $(FAKE_LIB) $(wildcard t
 	    $$(pkg-config --libs check) $(LDFLAGS_SAN)
 
 # The decode is a pure function: its suite links it alone.
-$(BUILD)/tests/check_decode: shim/decode.c shim/decode.h
+$(BUILD)/tests/check_decode: shim/redirect/decode.c shim/redirect/decode.h
 # So is the shadow's comparison.
-$(BUILD)/tests/check_shadow: shim/shadow_compare.c shim/shadow.h
+$(BUILD)/tests/check_shadow: shim/redirect/shadow_compare.c shim/redirect/shadow.h
 
 # The kernel table itself (its host half, without the kernels): the suite
 # checks the sizes the host launches with.
@@ -160,6 +162,7 @@ $(BUILD)/tests/libs/lib%.so: tests/libs/%.c tests/libs/%.map tests/hold.h
 	    -o $@ $< -ldl $(LDFLAGS_SAN)
 
 test: all $(SUITE_LIB) $(SUITE_CMD) $(FAKE_LIB) $(CHECK_BIN) $(PROG_BIN) $(HELPER_LIB)
+	@tests/deps_graph.py shim
 	@tests/hooks_doc.sh
 	@python3 tests/doc_links.py
 	@BUILD=$(BUILD) SAN_RUNTIME='$(SAN_RUNTIME)' tests/run.sh $(CHECK_BIN)

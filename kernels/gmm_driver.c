@@ -8,7 +8,6 @@
 #include "gmm_internal.h"
 
 static _Atomic(const struct cg_gmm_driver *) installed;
-static _Thread_local const struct cg_gmm_driver *this_thread;
 static _Thread_local char last_error[256];
 
 CUresult cg_gmm_fail(CUresult err, const char *fmt, ...)
@@ -32,12 +31,7 @@ const char *cg_gmm_last_error(void)
 
 const struct cg_gmm_driver *cg_gmm_drv(void)
 {
-	return this_thread ? this_thread : atomic_load_explicit(&installed, memory_order_acquire);
-}
-
-void cg_gmm_use(const struct cg_gmm_driver *drv)
-{
-	this_thread = drv;
+	return atomic_load_explicit(&installed, memory_order_acquire);
 }
 
 CUresult cg_gmm_driver_resolve(struct cg_gmm_driver *drv, void *(*resolve)(void *arg, const char *symbol),

@@ -14,6 +14,28 @@ const struct cg_gmm_driver *cg_gmm_drv(void);
 CUresult cg_gmm_fail(CUresult err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void cg_gmm_clear_error(void);
 
+/* p for form (enum cg_gmm_form) checked: CUDA_SUCCESS, else the error
+ * with its reason recorded (gmm_check.c); its group index (offs or
+ * layout); its rows of A and D (the masked form's [G, max_m] are one
+ * [G * max_m] run). */
+CUresult cg_gmm_check(const struct cg_gmm_problem *p, int form);
+CUdeviceptr cg_gmm_index(const struct cg_gmm_problem *p, int form);
+int64_t cg_gmm_rows(const struct cg_gmm_problem *p, int form);
+
+/* The kernel for p on a device of compute capability cc with sms
+ * multiprocessors (gmm_choose.c). */
+enum cg_gmm_kernel_id cg_gmm_choose(const struct cg_gmm_problem *p, int form, int cc, int sms);
+/* Hopper kernels by tile: 64 x 128, 64 x 256 on two consumers side by
+ * side ("split"), 128 x 256, and 64 x 128 summed over K by a cluster; the
+ * one of that size for p's types. */
+enum cg_gmm_sm90_size { SM90_SMALL, SM90_SPLIT, SM90_LARGE, SM90_KSPLIT };
+enum cg_gmm_kernel_id cg_gmm_sm90(enum cg_gmm_sm90_size size, const struct cg_gmm_problem *p);
+
+static inline int cg_gmm_aligned(uint64_t x, uint64_t to)
+{
+	return x % to == 0;
+}
+
 /* cg_gmm_FORM() for form = CG_GMM_FORM_* (enum cg_gmm_form). */
 CUresult cg_gmm_run(CUcontext ctx, CUstream s, const struct cg_gmm_problem *p, int form);
 

@@ -1,5 +1,6 @@
-/* grouped_mm host API: check a problem, pick a kernel, build its TMA
- * descriptors and launch it in the stream's context. */
+/* grouped_mm host API: a problem checked (gmm_check.c), its kernel chosen
+ * (gmm_choose.c), its TMA descriptors built and its launches enqueued in
+ * the stream's context. */
 #include <limits.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -7,132 +8,7 @@
 
 #include "gmm_internal.h"
 
-static CUresult invalid(const char *what)
-{
-	return cg_gmm_fail(CUDA_ERROR_INVALID_VALUE, "grouped_mm: %s", what);
-}
-
-/* Each form's name and the problem member holding its group index. */
-static const struct {
-	const char *name, *index;
-} forms[] = {
-	[CG_GMM_FORM_OFFS] = {"offs", "offs"},
-	[CG_GMM_FORM_CONTIGUOUS] = {"contiguous", "layout"},
-	[CG_GMM_FORM_PSUM] = {"psum", "offs"},
-	[CG_GMM_FORM_MASKED] = {"masked", "layout (masked_m)"},
-};
-
-static CUdeviceptr index_of(const struct cg_gmm_problem *p, int form)
-{
-	return form == CG_GMM_FORM_OFFS || form == CG_GMM_FORM_PSUM ? p->offs : p->layout;
-}
-
-/* Rows of A and D: the masked form's [G, max_m] are one [G * max_m] run. */
-static int64_t rows_of(const struct cg_gmm_problem *p, int form)
-{
-	return form == CG_GMM_FORM_MASKED ? p->m * p->g : p->m;
-}
-
-static CUresult check(const struct cg_gmm_problem *p, int form)
-{
-	if (!p)
-		return invalid("no problem");
-	if (p->dtype != CG_GMM_BF16 && p->dtype != CG_GMM_FP8_E4M3)
-		return invalid("dtype is neither CG_GMM_BF16 nor CG_GMM_FP8_E4M3");
-	if (p->b_layout != CG_GMM_B_NK && p->b_layout != CG_GMM_B_KN)
-		return invalid("b_layout is neither CG_GMM_B_NK nor CG_GMM_B_KN");
-	if (p->m < 0 || p->n < 1 || p->k < 1 || p->g < 1 || p->m > INT_MAX || p->n > INT_MAX ||
-	    p->k > INT_MAX || p->g > INT_MAX)
-		return invalid("sizes out of range (need 0 <= m, 1 <= n, k, g, all < 2^31)");
-	const int64_t rows = rows_of(p, form);
-	if (rows > INT_MAX)
-		return invalid("masked form: g * max_m must be < 2^31");
-	/* the largest tile count any kernel can be given must fit an int */
-	if ((rows / 64 + 1 + p->g) * ((p->n + 127) / 128) > INT_MAX)
-		return cg_gmm_fail(CUDA_ERROR_NOT_SUPPORTED, "grouped_mm: problem too large");
-	if (rows == 0)
-		return CUDA_SUCCESS;
-	if (!p->a || !p->b || !p->d)
-		return invalid("a, b and d are required");
-	if (!index_of(p, form))
-		return cg_gmm_fail(CUDA_ERROR_INVALID_VALUE, "grouped_mm: the %s form needs %s", forms[form].name,
-				   forms[form].index);
-	if (cg_gmm_form_has_tables(form) && p->g > CG_GMM_MAX_OFFS_GROUPS)
-		return cg_gmm_fail(CUDA_ERROR_NOT_SUPPORTED, "grouped_mm: more than %d groups in %s form",
-				   CG_GMM_MAX_OFFS_GROUPS, forms[form].name);
-	if (p->dtype == CG_GMM_FP8_E4M3 && (!p->sfa || !p->sfb))
-		return invalid("fp8 needs sfa and sfb");
-	/* the kernels load and store whole elements: off their alignment
-	 * they fault (misaligned address), a sticky error that ends the
-	 * context */
-	const uint64_t esz = p->dtype == CG_GMM_FP8_E4M3 ? 1 : 2;
-	if (p->a % esz || p->b % esz || p->d % 2)
-		return invalid("a and b must be aligned to their element size, d to 2 bytes (bf16)");
-	if (index_of(p, form) % 4)
-		return cg_gmm_fail(CUDA_ERROR_INVALID_VALUE, "grouped_mm: %s must be 4-byte aligned (int32)",
-				   forms[form].index);
-	if (p->dtype == CG_GMM_FP8_E4M3 && (p->sfa % 4 || p->sfb % 4))
-		return invalid("sfa and sfb must be 4-byte aligned (fp32)");
-	if (p->sfa_stride_m < 0 || p->sfa_stride_k < 0 || p->sfa_stride_g < 0)
-		return invalid("negative sfa strides");
-	if (p->sfa_stride_g && form != CG_GMM_FORM_MASKED)
-		return invalid("sfa_stride_g is for the masked form only (set it to 0)");
-	return CUDA_SUCCESS;
-}
-
 #ifndef CG_NO_KERNELS
-static int aligned(uint64_t x, uint64_t to)
-{
-	return x % to == 0;
-}
-
-/* Hopper kernels by tile: 64 x 128, 64 x 256 on two consumers side by
- * side ("split"), 128 x 256, and 64 x 128 summed over K by a cluster */
-enum sm90_size { SM90_SMALL, SM90_SPLIT, SM90_LARGE, SM90_KSPLIT };
-
-static enum cg_gmm_kernel_id sm90(enum sm90_size size, const struct cg_gmm_problem *p)
-{
-#define CG_GMM_SM90_KINDS(size)                                                    \
-	{CG_GMM_K_cg_gmm_sm90_bf16_nk_##size, CG_GMM_K_cg_gmm_sm90_bf16_kn_##size, \
-	 CG_GMM_K_cg_gmm_sm90_fp8_nk_##size}
-	static const enum cg_gmm_kernel_id by_size[4][3] = {CG_GMM_SM90_KINDS(small), CG_GMM_SM90_KINDS(split),
-							   CG_GMM_SM90_KINDS(large), CG_GMM_SM90_KINDS(ksplit)};
-#undef CG_GMM_SM90_KINDS
-	return by_size[size][p->dtype == CG_GMM_FP8_E4M3 ? 2 : p->b_layout == CG_GMM_B_KN];
-}
-
-/* The kernel for p on a device of compute capability cc with sms
- * multiprocessors. */
-static enum cg_gmm_kernel_id choose(const struct cg_gmm_problem *p, int form, int cc, int sms)
-{
-	const int fp8 = p->dtype == CG_GMM_FP8_E4M3, kn = p->b_layout == CG_GMM_B_KN;
-	const int64_t esz = fp8 ? 1 : 2;
-	/* TMA: 16-byte aligned bases and row strides; fp8 wgmma reads K-major B only */
-	const int tma = cc == 90 && !(p->flags & CG_GMM_FORCE_PORTABLE) && !(fp8 && kn) &&
-			aligned(p->a, 16) && aligned(p->b, 16) && aligned((uint64_t)(p->k * esz), 16) &&
-			(!kn || aligned((uint64_t)(p->n * esz), 16));
-	if (!tma)
-		return fp8 ? (kn ? CG_GMM_K_cg_gmm_sm80_fp8_kn : CG_GMM_K_cg_gmm_sm80_fp8_nk)
-			   : (kn ? CG_GMM_K_cg_gmm_sm80_bf16_kn : CG_GMM_K_cg_gmm_sm80_bf16_nk);
-	/* decode-sized groups stream B: 64-row tiles, deep ring; otherwise
-	 * 128 x 256 tiles.  Decode-sized: <= 64 rows per group on average (offs),
-	 * one 128-row block per group (contiguous, psum), or at most 64 rows per
-	 * group (masked: masked_m is on the device, max_m bounds it; groups of
-	 * 32-128 rows in max_m = 256 ran at 85% of HBM on 128-row tiles, which
-	 * read each expert's B once, against 73-82% on 64-row ones) */
-	const int small = form == CG_GMM_FORM_OFFS	   ? p->m <= 64 * p->g
-			  : form == CG_GMM_FORM_MASKED ? p->m <= 64
-						       : p->m <= 128 * p->g;
-	if (!small)
-		return sm90(SM90_LARGE, p);
-	/* 64 x 256 tiles on two consumers where at least one such tile per
-	 * group (or per 64 rows) and 256 columns fills every multiprocessor
-	 * (measured: 1.0-1.3x the 64 x 128 tiles on decode shapes); else
-	 * 64 x 128, twice the tiles */
-	const int64_t rows = form == CG_GMM_FORM_MASKED ? p->g : (p->m / 64 > p->g ? p->m / 64 : p->g);
-	return sm90(rows * ((p->n + 255) / 256) >= sms ? SM90_SPLIT : SM90_SMALL, p);
-}
-
 static CUresult encode(const struct cg_gmm_driver *drv, CUtensorMap *map, const char *what, CUtensorMapDataType type,
 		       cuuint32_t rank, CUdeviceptr base, const cuuint64_t *dims, const cuuint64_t *strides,
 		       const cuuint32_t *box)
@@ -218,15 +94,15 @@ static int arg_flags(const struct cg_gmm_problem *p, int form, const struct cg_g
 	const uint64_t esz = k->fp8 ? 1 : 2;
 	const int b_row_vec = k->kn ? p->n % 8 == 0 : p->k % 8 == 0;
 	int flags = 0;
-	if (aligned(p->a, 8 * esz) && p->k % 8 == 0)
+	if (cg_gmm_aligned(p->a, 8 * esz) && p->k % 8 == 0)
 		flags |= CG_GMM_ARG_VEC_A;
-	if (aligned(p->b, 8 * esz) && b_row_vec)
+	if (cg_gmm_aligned(p->b, 8 * esz) && b_row_vec)
 		flags |= CG_GMM_ARG_VEC_B;
-	if (aligned(p->d, 4) && p->n % 2 == 0)
+	if (cg_gmm_aligned(p->d, 4) && p->n % 2 == 0)
 		flags |= CG_GMM_ARG_D_PAIR;
-	if (aligned(p->d, 8) && p->n % 4 == 0)
+	if (cg_gmm_aligned(p->d, 8) && p->n % 4 == 0)
 		flags |= CG_GMM_ARG_D_QUAD;
-	if (k->epi == CG_GMM_EPI_TMA && aligned(p->d, 16) && p->n % 8 == 0) /* TMA: 16-byte base and row pitch */
+	if (k->epi == CG_GMM_EPI_TMA && cg_gmm_aligned(p->d, 16) && p->n % 8 == 0) /* TMA: 16-byte base and row pitch */
 		flags |= CG_GMM_ARG_D_TMA;
 	/* sfa by TMA: 16-byte base and strides, and each box's contiguous
 	 * 16 bytes or more starting on a 16-byte boundary.  MN-major (rows
@@ -235,7 +111,7 @@ static int arg_flags(const struct cg_gmm_problem *p, int form, const struct cg_g
 	 * box faults, an illegal instruction).  Row-major (k blocks contiguous):
 	 * boxes of 4 blocks from a multiple of 4, any row.  Measured: 1-7%
 	 * faster fp8 prefill than the scale warp's copies (either layout). */
-	if (k->fp8 && k->sm90 && aligned(p->sfa, 16) && sfa_group(args) % 4 == 0) {
+	if (k->fp8 && k->sm90 && cg_gmm_aligned(p->sfa, 16) && sfa_group(args) % 4 == 0) {
 		if (form != CG_GMM_FORM_OFFS && args->sfa_sm == 1 && args->sfa_sk % 4 == 0)
 			flags |= CG_GMM_ARG_SFA_TMA;
 		else if (args->sfa_sk == 1 && args->sfa_sm % 4 == 0)
@@ -341,10 +217,10 @@ static CUresult enqueue(const struct cg_gmm_driver *drv, CUcontext ctx, CUstream
 	CUresult r = cg_gmm_module_get(drv, ctx, &mod);
 	if (r != CUDA_SUCCESS)
 		return r;
-	const enum cg_gmm_kernel_id id = choose(p, form, mod->cc, mod->sm_count);
+	const enum cg_gmm_kernel_id id = cg_gmm_choose(p, form, mod->cc, mod->sm_count);
 	const struct cg_gmm_kernel_info *k = &cg_gmm_kernel_info[id];
 
-	const int64_t kb = (p->k + 127) / 128, rows = rows_of(p, form);
+	const int64_t kb = (p->k + 127) / 128, rows = cg_gmm_rows(p, form);
 	const int use_default_sfa = p->sfa_stride_m == 0 && p->sfa_stride_k == 0;
 	const int64_t sfa_sm = use_default_sfa ? kb : p->sfa_stride_m, sfa_sk = use_default_sfa ? 1 : p->sfa_stride_k;
 	/* the kernels count A's rows across groups (masked: g * max_m + row);
@@ -359,7 +235,7 @@ static CUresult enqueue(const struct cg_gmm_driver *drv, CUcontext ctx, CUstream
 		.a = (const void *)(uintptr_t)p->a,
 		.b = (const void *)(uintptr_t)p->b,
 		.d = (void *)(uintptr_t)p->d,
-		.index = (const int *)(uintptr_t)index_of(p, form),
+		.index = (const int *)(uintptr_t)cg_gmm_index(p, form),
 		.sfa = (const float *)(uintptr_t)p->sfa,
 		.sfb = (const float *)(uintptr_t)p->sfb,
 		.sfa_sm = sfa_sm,
@@ -413,12 +289,12 @@ static CUresult enqueue(const struct cg_gmm_driver *drv, CUcontext ctx, CUstream
 	    tiles > sms && r_last && 2 * r_last <= sms && (p->k + k->bk - 1) / k->bk >= min_ksteps) {
 		const int64_t parts = 4 * r_last;
 		int64_t ranks = 1; /* CTAs a part's cluster */
-		if (drv->cuLaunchKernelEx && mod->fn[sm90(SM90_KSPLIT, p)])
+		if (drv->cuLaunchKernelEx && mod->fn[cg_gmm_sm90(SM90_KSPLIT, p)])
 			for (int64_t c = CG_GMM_KSPLIT_MAX; c > 1 && ranks == 1; --c)
 				if (parts * c <= sms && p->k >= c * CG_KSPLIT_MIN_K && mod->ksplit_fit[c] >= parts)
 					ranks = c;
 		const enum cg_gmm_kernel_id tail_id =
-		    sm90(ranks > 1 ? SM90_KSPLIT : 4 * r_last <= sms ? SM90_SMALL : SM90_SPLIT, p);
+		    cg_gmm_sm90(ranks > 1 ? SM90_KSPLIT : 4 * r_last <= sms ? SM90_SMALL : SM90_SPLIT, p);
 		const struct cg_gmm_kernel_info *tk = &cg_gmm_kernel_info[tail_id];
 		const int split = (CG_GMM_TAIL_BM / tk->bm) * (CG_GMM_TAIL_BN / tk->bn);
 		args.tiles = (int)(tiles - r_last);
@@ -478,9 +354,11 @@ static CUresult stream_context(const struct cg_gmm_driver *drv, CUstream s, CUco
 /* With ctx current (s's context when ctx is NULL, the stream's context
  * being where the module is loaded and the launch made): p's launch, or
  * with no problem the module load alone (cg_gmm_prepare). */
-static CUresult in_context(CUcontext ctx, CUstream s, const struct cg_gmm_problem *p, int form)
+static CUresult in_context(const struct cg_gmm_driver *drv, CUcontext ctx, CUstream s,
+			   const struct cg_gmm_problem *p, int form)
 {
 #ifdef CG_NO_KERNELS
+	(void)drv;
 	(void)ctx;
 	(void)s;
 	(void)p;
@@ -488,7 +366,6 @@ static CUresult in_context(CUcontext ctx, CUstream s, const struct cg_gmm_proble
 	return cg_gmm_fail(CUDA_ERROR_NOT_SUPPORTED,
 			   "grouped_mm: ctxguard was built without nvcc, so without its grouped_mm kernels");
 #else
-	const struct cg_gmm_driver *drv = cg_gmm_drv();
 	CUresult r;
 	if (!drv)
 		return cg_gmm_fail(CUDA_ERROR_NOT_INITIALIZED, "grouped_mm: cg_gmm_init() has not run");
@@ -504,23 +381,34 @@ static CUresult in_context(CUcontext ctx, CUstream s, const struct cg_gmm_proble
 #endif
 }
 
-CUresult cg_gmm_prepare(CUcontext ctx)
+CUresult cg_gmm_prepare_with(const struct cg_gmm_driver *drv, CUcontext ctx)
 {
 	cg_gmm_clear_error();
-	return in_context(ctx, NULL, NULL, 0);
+	return in_context(drv, ctx, NULL, NULL, 0);
+}
+
+CUresult cg_gmm_prepare(CUcontext ctx)
+{
+	return cg_gmm_prepare_with(cg_gmm_drv(), ctx);
+}
+
+static CUresult run_with(const struct cg_gmm_driver *drv, CUcontext ctx, CUstream s,
+			 const struct cg_gmm_problem *p, int form)
+{
+	cg_gmm_clear_error();
+	CUresult r = cg_gmm_check(p, form);
+	if (r != CUDA_SUCCESS)
+		return r;
+#ifndef CG_NO_KERNELS
+	if (cg_gmm_rows(p, form) == 0)
+		return CUDA_SUCCESS;
+#endif
+	return in_context(drv, ctx, s, p, form);
 }
 
 CUresult cg_gmm_run(CUcontext ctx, CUstream s, const struct cg_gmm_problem *p, int form)
 {
-	cg_gmm_clear_error();
-	CUresult r = check(p, form);
-	if (r != CUDA_SUCCESS)
-		return r;
-#ifndef CG_NO_KERNELS
-	if (rows_of(p, form) == 0)
-		return CUDA_SUCCESS;
-#endif
-	return in_context(ctx, s, p, form);
+	return run_with(cg_gmm_drv(), ctx, s, p, form);
 }
 
 CUresult cg_gmm_offs(CUcontext ctx, CUstream s, const struct cg_gmm_problem *p)
@@ -541,4 +429,22 @@ CUresult cg_gmm_psum(CUcontext ctx, CUstream s, const struct cg_gmm_problem *p)
 CUresult cg_gmm_masked(CUcontext ctx, CUstream s, const struct cg_gmm_problem *p)
 {
 	return cg_gmm_run(ctx, s, p, CG_GMM_FORM_MASKED);
+}
+
+CUresult cg_gmm_contiguous_with(const struct cg_gmm_driver *drv, CUcontext ctx, CUstream s,
+				const struct cg_gmm_problem *p)
+{
+	return run_with(drv, ctx, s, p, CG_GMM_FORM_CONTIGUOUS);
+}
+
+CUresult cg_gmm_psum_with(const struct cg_gmm_driver *drv, CUcontext ctx, CUstream s,
+			  const struct cg_gmm_problem *p)
+{
+	return run_with(drv, ctx, s, p, CG_GMM_FORM_PSUM);
+}
+
+CUresult cg_gmm_masked_with(const struct cg_gmm_driver *drv, CUcontext ctx, CUstream s,
+			    const struct cg_gmm_problem *p)
+{
+	return run_with(drv, ctx, s, p, CG_GMM_FORM_MASKED);
 }

@@ -126,11 +126,6 @@ CUresult cg_gmm_driver_resolve(struct cg_gmm_driver *drv,
 			       void *arg);
 /* Install the driver table (copied); call before the first problem. */
 CUresult cg_gmm_init(const struct cg_gmm_driver *drv);
-/* This thread's calls go through drv (kept by the caller, every required
- * member set) instead of the installed table, until cg_gmm_use(NULL):
- * inside libctxguard.so ctxguard's own calls take the real driver while
- * the program's, through the exported entry points, take the hooks. */
-void cg_gmm_use(const struct cg_gmm_driver *drv);
 
 /* Enqueue one grouped GEMM on stream s.  ctx: the context s belongs to, or
  * NULL to take s's context; a default stream (NULL, CU_STREAM_LEGACY,
@@ -150,6 +145,18 @@ CUresult cg_gmm_masked(CUcontext ctx, CUstream s, const struct cg_gmm_problem *p
  * lazily loaded kernel, may wait for the device's queued work.  Idempotent
  * and cheap once done. */
 CUresult cg_gmm_prepare(CUcontext ctx);
+
+/* The same, through drv (kept by the caller, every required member set)
+ * instead of the installed table: inside libctxguard.so ctxguard's own
+ * calls take the real driver while the program's, through the exported
+ * entry points, take the hooks. */
+CUresult cg_gmm_contiguous_with(const struct cg_gmm_driver *drv, CUcontext ctx, CUstream s,
+				const struct cg_gmm_problem *p);
+CUresult cg_gmm_psum_with(const struct cg_gmm_driver *drv, CUcontext ctx, CUstream s,
+			  const struct cg_gmm_problem *p);
+CUresult cg_gmm_masked_with(const struct cg_gmm_driver *drv, CUcontext ctx, CUstream s,
+			    const struct cg_gmm_problem *p);
+CUresult cg_gmm_prepare_with(const struct cg_gmm_driver *drv, CUcontext ctx);
 
 /* Why this thread's last call failed ("" after a success). */
 const char *cg_gmm_last_error(void);

@@ -43,8 +43,8 @@ $(KERNELS_FATBIN): $(KERNELS_CU) $(KERNELS_DEPS) kernels/kernels.mk
 	    if [ $$status -ne 0 ] || grep -q "(C75" $@.log; then rm -f $@; exit 1; fi
 
 # The consumer loop's pass structures on the tensor pipe alone (one H200;
-# kernels/NOTES.md v27): bench_passes.cu, not part of the fatbin.
-$(BUILD)/kernels/bench_passes: kernels/bench_passes.cu $(KERNELS_DEPS) kernels/kernels.mk
+# kernels/NOTES.md v27): bench/bench_passes.cu, not part of the fatbin.
+$(BUILD)/kernels/bench_passes: bench/bench_passes.cu $(KERNELS_DEPS) kernels/kernels.mk
 	@mkdir -p $(@D)
 	$(NVCC) $(KERNELS_NVCCFLAGS) -gencode=arch=compute_90a,code=sm_90a -Ikernels -o $@ $<
 

@@ -135,7 +135,7 @@ static void put_int(struct cg_out *o, const char *key, long v)
 size_t cg_format_json(char *buf, size_t n, const struct cg_policy *p,
 		      const struct cg_crossing *c)
 {
-	const char kind[2] = {c->kind, '\0'};
+	const char kind[2] = {(char)c->kind, '\0'};
 	const char *rule = p && c->rule >= 0 && (size_t)c->rule < p->nrules ?
 		p->rules[c->rule].name : NULL;
 	struct cg_out o;
@@ -162,7 +162,7 @@ size_t cg_format_json(char *buf, size_t n, const struct cg_policy *p,
 	put_string(&o, "rule", rule);
 	if (c->unhooked)
 		put_string(&o, "unhooked_policy_action", cg_action_name(c->asked));
-	if (c->kind == 'b') {
+	if (c->kind == CG_KIND_OPERAND) {
 		put_int(&o, "noperands", (long)c->noperands);
 		cg_out_puts(&o, ",\"operands\":[");
 		for (size_t i = 0; i < c->noperands; i++) {

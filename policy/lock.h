@@ -6,7 +6,7 @@
 
 #include <stdarg.h>
 
-#include "policy.h"
+#include "settings.h"
 
 struct cg_floor {
 	struct cg_policy at;       /* the system policy's locked settings only */
@@ -27,14 +27,5 @@ void cg_lock_enforce(struct cg_policy *p, const struct cg_floor *f,
 /* Rules p->rules[first..] came from the user's file: an action looser than
  * the floor's mode is refused (the rule then follows the mode). */
 void cg_lock_rules(struct cg_policy *p, size_t first, const struct cg_floor *f);
-
-/* "ctxguard: " and the formatted text, malloc'ed; NULL when out of memory.
- * Defined by the loader, whose error lines look the same. */
-char *cg_policy_vline(const char *fmt, va_list ap);
-
-/* The text of setting `key` in p as the file would write it; defined by
- * the loader, which knows every setting's kind. */
-void cg_setting_show(const struct cg_policy *p, const char *key, char *buf,
-		     size_t n);
 
 #endif

@@ -114,7 +114,8 @@ static int pattern_match(const struct cg_pattern *pat, const char *s)
 	return 0;
 }
 
-int cg_pattern_match(const struct cg_pattern *list, const char *s)
+/* 1 when any pattern of list matches s (NULL s never matches). */
+static int any_matches(const struct cg_pattern *list, const char *s)
 {
 	if (!s)
 		return 0;
@@ -144,10 +145,10 @@ int cg_policy_match(const struct cg_policy *p, const char *mangled,
 		return -1;
 	for (size_t i = 0; i < p->nrules; i++) {
 		const struct cg_rule *r = &p->rules[i];
-		if (cg_pattern_match(r->kernels, mangled) ||
-		    cg_pattern_match(r->kernels, demangled) ||
-		    cg_pattern_match(r->modules, origin_path) ||
-		    cg_pattern_match(r->images, image_hash))
+		if (any_matches(r->kernels, mangled) ||
+		    any_matches(r->kernels, demangled) ||
+		    any_matches(r->modules, origin_path) ||
+		    any_matches(r->images, image_hash))
 			return (int)i;
 	}
 	return -1;

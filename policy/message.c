@@ -78,7 +78,7 @@ static void put_verdict(struct cg_out *o, const struct cg_policy *p,
 		cg_out_printf(o, "allowed (%s)", cg_action_name(c->action));
 		break;
 	}
-	if (c->kind != 'b')
+	if (c->kind != CG_KIND_OPERAND)
 		cg_out_puts(o, ": the function belongs to another context\n");
 	else if (c->noperands > 1)
 		cg_out_printf(o, ": %zu operands live on another device\n", c->noperands);
@@ -128,7 +128,7 @@ size_t cg_format_report(char *buf, size_t n, const struct cg_policy *p,
 		      c->api ? c->api : "an unknown call",
 		      (uintptr_t)c->stream);
 
-	for (size_t i = 0; c->kind == 'b' && i < c->noperands; i++) {
+	for (size_t i = 0; c->kind == CG_KIND_OPERAND && i < c->noperands; i++) {
 		const struct cg_operand *op = &c->operands[i];
 		cg_out_printf(&o, "ctxguard: operand: parameter %d = 0x%llx on ",
 			      op->param, op->addr);
@@ -145,7 +145,7 @@ size_t cg_format_report(char *buf, size_t n, const struct cg_policy *p,
 		      c->tid);
 
 	cg_out_printf(&o, "ctxguard: fix: %s",
-		      r && r->fix ? r->fix : generic_fix[c->kind == 'b']);
+		      r && r->fix ? r->fix : generic_fix[c->kind == CG_KIND_OPERAND]);
 	if (c->action == CG_ACT_ABORT || c->action == CG_ACT_ERROR)
 		cg_out_puts(&o, "; CTXGUARD_MODE=warn only reports such"
 			    " launches");

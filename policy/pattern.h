@@ -24,9 +24,6 @@ struct cg_pattern {
 int cg_pattern_add(struct cg_pattern **list, enum cg_pattern_field field,
 		   const char *text, char *err, size_t n);
 
-/* 1 when any pattern of list matches s (NULL s never matches). */
-int cg_pattern_match(const struct cg_pattern *list, const char *s);
-
 void cg_pattern_free(struct cg_pattern *list);
 
 /* 0 when the regex (without "re:") is within the bounds on its length,

@@ -154,9 +154,15 @@ struct cg_host_wait {
 	int result;
 };
 
+/* The two kinds of crossing; the values are the letters the log writes. */
+enum cg_crossing_kind {
+	CG_KIND_OWNER = 'a',       /* the function belongs to another context */
+	CG_KIND_OPERAND = 'b',     /* an operand lives on another device */
+};
+
 /* A crossing, as the shim saw it; formatting is pure. */
 struct cg_crossing {
-	char kind;                 /* 'a': owner context, 'b': operand */
+	enum cg_crossing_kind kind;
 	const char *api;           /* entry point, e.g. "cuLaunchKernelEx" */
 	const char *kernel;        /* mangled name, or "<unknown>" */
 	const char *demangled;     /* may be NULL */

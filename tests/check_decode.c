@@ -1,4 +1,4 @@
-/* The DeepGEMM decode (shim/decode.c), linked in directly: names exactly as
+/* The DeepGEMM decode (shim/redirect/decode.c), linked in directly: names exactly as
  * c++filt prints DeepGEMM's sm90 instantiations, parameters and tensor-map
  * encodes as DeepGEMM makes them (DESIGN.md), for every recognized variant
  * and each reason a launch is refused. */
@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../shim/decode.h"
+#include "../shim/redirect/decode.h"
 #include "suite.h"
 
 /* Template arguments: majors, shapes, groups, blocks, swizzles, stages,

@@ -1,4 +1,4 @@
-/* Shadow on the fake driver.  The comparison (shim/shadow_compare.c, linked
+/* Shadow on the fake driver.  The comparison (shim/redirect/shadow_compare.c, linked
  * in): the rows each layout defines, the row error, the tolerances.  Then
  * DeepGEMM-named launches in one context, each run in a child of its own
  * (the policy is read at the first CUDA call): the launch runs, then the
@@ -24,8 +24,8 @@
 
 #include "../kernels/gmm_kernels.h"
 #include "../policy/policy.h"
-#include "../shim/decode.h"
-#include "../shim/shadow.h"
+#include "../shim/redirect/decode.h"
+#include "../shim/redirect/shadow.h"
 #include "deepgemm_fixture.h"
 #include "fake/fake_api.h"
 #include "policy_dump.h"

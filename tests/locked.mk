@@ -13,22 +13,22 @@ SUITE_CMD  := $(BUILD)/tests/suite/ctxguard
 SUITE_POLICY := $(BUILD)/tests/suite/libpolicy.a
 LOCKED_LIB := $(BUILD)/tests/locked/libctxguard.so
 
-$(BUILD)/tests/suite/config.o: COPY_ETC := $(SUITE_ETC)
-$(BUILD)/tests/locked/config.o: COPY_ETC := $(LOCKED_ETC)
-$(BUILD)/tests/%/config.o: policy/config.c $(wildcard policy/*.h)
+$(BUILD)/tests/suite/loader.o: COPY_ETC := $(SUITE_ETC)
+$(BUILD)/tests/locked/loader.o: COPY_ETC := $(LOCKED_ETC)
+$(BUILD)/tests/%/loader.o: policy/loader.c $(wildcard policy/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -DCG_SYSCONFDIR='"$(COPY_ETC)"' -c $< -o $@
 
-$(BUILD)/tests/%/libctxguard.so: $(BUILD)/tests/%/config.o $(SHIM_OBJ) \
-				 $(filter-out %/config.o,$(POLICY_OBJ)) $(KERNEL_OBJ)
+$(BUILD)/tests/%/libctxguard.so: $(BUILD)/tests/%/loader.o $(SHIM_OBJ) \
+				 $(filter-out %/loader.o,$(POLICY_OBJ)) $(KERNEL_OBJ)
 	$(CC) $(OPT) $(LTO) -shared -Wl,-soname,libctxguard.so -Wl,--no-undefined \
 	    -o $@ $^ $(LDFLAGS_SAN) -ldl -lpthread -lm
 
-$(SUITE_POLICY): $(BUILD)/tests/suite/config.o $(filter-out %/config.o,$(POLICY_OBJ))
+$(SUITE_POLICY): $(BUILD)/tests/suite/loader.o $(filter-out %/loader.o,$(POLICY_OBJ))
 	ar rcs $@ $^
 
 # Next to its library, which it finds there.
-$(SUITE_CMD): shim/cli.c $(SUITE_POLICY) $(KERNELS_STAMP) | $(SUITE_LIB)
+$(SUITE_CMD): shim/cli/cli.c $(SUITE_POLICY) $(KERNELS_STAMP) | $(SUITE_LIB)
 	$(CC) $(CFLAGS) $(CLI_DEFS) -o $@ $(filter %.c %.a,$^) $(LDFLAGS_SAN)
 
 $(BUILD)/tests/check_lock $(BUILD)/tests/check_secure: $(LOCKED_LIB)

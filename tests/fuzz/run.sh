@@ -33,7 +33,7 @@ clang -std=c11 -D_GNU_SOURCE $SAN -o "$out/policy_parse" tests/fuzz/policy_parse
 clang++ -std=c++17 -D_GNU_SOURCE $SAN -fsanitize=fuzzer-no-link -c -o "$out/bundled.o" \
 	tests/model/bundled.cpp
 clang -std=c11 -D_GNU_SOURCE $SAN $CUDA_INC -o "$out/decode_diff" tests/fuzz/decode_diff.c \
-	tests/model/differ.c tests/model/deepgemm.c shim/decode.c "$out/bundled.o" -lstdc++
+	tests/model/differ.c tests/model/deepgemm.c shim/redirect/decode.c "$out/bundled.o" -lstdc++
 cd "$out"
 ./policy_parse -max_total_time="$SECONDS_TO_RUN" -timeout=10 -max_len=16384 \
 	-rss_limit_mb=1024 -malloc_limit_mb=256 -print_final_stats=1 \

@@ -2,7 +2,7 @@
  * original kernel does with one (deepgemm.c): a model written from
  * DeepGEMM's public source (HEAD 54e2261: csrc/jit_kernels/impls/sm90_*.hpp,
  * heuristics/sm90.hpp, deep_gemm/include/deep_gemm/impls/sm90_*.cuh,
- * scheduler/gemm.cuh), independent of shim/decode.c: it never parses a
+ * scheduler/gemm.cuh), independent of shim/redirect/decode.c: it never parses a
  * name.  The differential test (differ.c) renders the fields as the
  * demangled name and the recorded encodes the decoder reads. */
 #ifndef CG_MODEL_DEEPGEMM_H
@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../../shim/shim.h"
+#include "../../shim/track/track.h"
 
 enum { DG_MAX_ROWS = 8192, DG_MAX_GROUPS = 16 };
 

@@ -5,8 +5,8 @@
 #include <string.h>
 
 #include "../../kernels/gmm_kernels.h"
-#include "../../shim/decode.h"
-#include "../../shim/redirect.h"
+#include "../../shim/redirect/decode.h"
+#include "../../shim/redirect/redirect.h"
 #include "bundled.h"
 #include "differ.h"
 
@@ -463,7 +463,7 @@ int cg_differ(struct dg_launch *l, char *why, size_t n, char *refusal, size_t nr
 	for (int i = 0; i < 3 + l->fp8; i++)
 		*p++ = seen_by.desc[i];
 	void *extra[] = {CU_LAUNCH_PARAM_END};
-	/* What shim/redirect.c decides, in its order: a launch the driver
+	/* What shim/redirect/plan.c decides, in its order: a launch the driver
 	 * refuses, then the decode, then the launch configuration. */
 	struct cg_decoded dec;
 	memset(&dec, 0, sizeof dec);

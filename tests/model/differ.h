@@ -1,4 +1,4 @@
-/* The differential test of the redirect's decode (shim/decode.c) against
+/* The differential test of the redirect's decode (shim/redirect/decode.c) against
  * DeepGEMM's semantics (deepgemm.c) and the bundled kernels' coverage
  * (bundled.cpp): launches as DeepGEMM's host code makes them, generated
  * from a stream of choices, with perturbations of any field; for each the

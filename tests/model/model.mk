@@ -9,6 +9,6 @@ $(MODEL_OBJ): tests/model/bundled.cpp tests/model/bundled.h kernels/gmm_sched.cu
 	@mkdir -p $(dir $@)
 	$(MODEL_CXX) -std=c++17 $(filter-out -std=% -flto%,$(CFLAGS)) -c $< -o $@
 
-$(BUILD)/tests/check_differential: shim/decode.c tests/model/deepgemm.c tests/model/differ.c \
-                                   $(wildcard tests/model/*.h) shim/redirect.h $(MODEL_OBJ)
+$(BUILD)/tests/check_differential: shim/redirect/decode.c tests/model/deepgemm.c tests/model/differ.c \
+                                   $(wildcard tests/model/*.h) shim/redirect/redirect.h $(MODEL_OBJ)
 $(BUILD)/tests/check_differential: TEST_LIBS += $(MODEL_OBJ) -lstdc++

@@ -8,7 +8,7 @@
 # stream waits for the bundled kernel, so the write cannot run until the
 # program releases the flag from the host after 5 s: exit 6, D right.  The
 # redirected call itself must return: the bundled kernels were loaded into
-# device 1 when the program created its stream there (shim/warm.c); loaded
+# device 1 when the program created its stream there (shim/redirect/warm.c); loaded
 # inside the redirect, the load waited for device 1's work and the process
 # hung in ctxguard's call (seen on two H200s before warming).  docs/redirect.md's
 # Deadlock section documents the hazard.
