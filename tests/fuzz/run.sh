@@ -34,10 +34,11 @@ clang++ -std=c++17 -D_GNU_SOURCE $SAN -fsanitize=fuzzer-no-link -c -o "$out/bund
 	tests/model/bundled.cpp
 clang -std=c11 -D_GNU_SOURCE $SAN $CUDA_INC -o "$out/decode_diff" tests/fuzz/decode_diff.c \
 	tests/model/differ.c tests/model/deepgemm.c shim/redirect/decode.c "$out/bundled.o" -lstdc++
+root=$(pwd)
 cd "$out"
 ./policy_parse -max_total_time="$SECONDS_TO_RUN" -timeout=10 -max_len=16384 \
 	-rss_limit_mb=1024 -malloc_limit_mb=256 -print_final_stats=1 \
-	-dict=../../tests/fuzz/policy.dict corpus ../../tests/fuzz/corpus/policy_parse
+	-dict="$root/tests/fuzz/policy.dict" corpus "$root/tests/fuzz/corpus/policy_parse"
 exec ./decode_diff -max_total_time="$DECODE_SECONDS" -timeout=10 -max_len=64 \
 	-rss_limit_mb=1024 -print_final_stats=1 corpus_decode_diff \
-	../../tests/fuzz/corpus/decode_diff
+	"$root/tests/fuzz/corpus/decode_diff"
