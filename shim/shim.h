@@ -125,6 +125,14 @@ extern struct cg_variant cg_variants[CG_NVARIANTS];
 		cg_hooked_call = 0;                                          \
 		m_;                                                          \
 	}))
+/* The same mark around a step of ctxguard's own that makes several driver
+ * calls (a redirect, a shadow). */
+#define CG_MARKED_DO(stmt)                                                   \
+	do {                                                                 \
+		cg_hooked_call = cg_policy->backstop;                        \
+		stmt;                                                        \
+		cg_hooked_call = 0;                                          \
+	} while (0)
 #define CG_CHECKED_THEN(fam, check, then)                                    \
 	CG_HANDLER(fam)                                                      \
 	{                                                                    \

@@ -202,9 +202,8 @@ static CUresult redirect(const struct cg_variant *v, struct cg_crossing_record *
 	}
 	struct cg_launch l = launch_of(v, f, config, params, extra);
 	CUresult rc;
-	cg_hooked_call = cg_policy->backstop;
-	int done = cg_redirect(&l, &r->c, r->fn, &rc);
-	cg_hooked_call = 0;
+	int done;
+	CG_MARKED_DO(done = cg_redirect(&l, &r->c, r->fn, &rc));
 	return done ? rc : fallback(r);
 }
 
@@ -219,9 +218,7 @@ static CUresult shadowed(const struct cg_variant *v, const struct cg_crossing_re
 	if (rc != CUDA_SUCCESS || !config)
 		return rc;
 	struct cg_launch l = launch_of(v, f, config, params, extra);
-	cg_hooked_call = 1;
-	cg_shadow(&l, r->fn, r->ctx);
-	cg_hooked_call = 0;
+	CG_MARKED_DO(cg_shadow(&l, r->fn, r->ctx));
 	return rc;
 }
 
