@@ -88,24 +88,38 @@ static void add_library_module(CUmodule *out, CUlibrary library, const char *via
 CG_AFTER(cuLibraryGetModule, add_library_module(pMod, library, v->symbol))
 
 /* The CUfunction is bound to the context current now (DeepGEMM fetches it
- * once, at JIT time, and caches it process-wide). */
+ * once, at JIT time, and caches it process-wide).  libcudart asks again
+ * before every launch, so each thread keeps the last pair it saw recorded:
+ * the same pair again, while no function record went since (a live
+ * CUfunction stays in the context it was made in), is known without a
+ * registry read. */
+static _Thread_local struct {
+	CUkernel kernel;
+	CUfunction fn;
+	unsigned epoch;
+} last_kernel_fn CG_TLS;
+
 static void add_kernel_function(CUfunction *out, CUkernel kernel, const char *via)
 {
 	if (!out || !*out)
 		return;
-	const struct cg_fn *k = cg_fn_get((uintptr_t)kernel);
-	/* libcudart asks again before every launch: the function recorded
-	 * from this kernel already is the same answer, known without asking
-	 * the driver for the current context (a live CUfunction stays in the
-	 * context it was made in; an unload or the context's end unpublishes
-	 * its record). */
-	const struct cg_fn *f = cg_fn_get((uintptr_t)*out);
-	if (k && f && f->owner && !f->flags && f->mod == k->mod && strcmp(f->name, k->name) == 0)
+	unsigned epoch = atomic_load_explicit(&cg_fn_epoch, memory_order_acquire);
+	if (CG_LIKELY(*out == last_kernel_fn.fn && kernel == last_kernel_fn.kernel &&
+		      epoch == last_kernel_fn.epoch))
 		return;
-	const char *name = k ? k->name : NULL;
-	if (!name && cg_call.cuKernelGetName)
-		cg_call.cuKernelGetName(&name, kernel);
-	cg_fn_add((uintptr_t)*out, cg_owner_ctx(), 0, via, name, k ? k->mod : NULL);
+	const struct cg_fn *k = cg_fn_get((uintptr_t)kernel);
+	const struct cg_fn *f = cg_fn_get((uintptr_t)*out);
+	if (!(k && f && f->owner && !f->flags && f->mod == k->mod && strcmp(f->name, k->name) == 0)) {
+		const char *name = k ? k->name : NULL;
+		if (!name && cg_call.cuKernelGetName)
+			cg_call.cuKernelGetName(&name, kernel);
+		f = cg_fn_add((uintptr_t)*out, cg_owner_ctx(), 0, via, name, k ? k->mod : NULL);
+	}
+	if (f && k) {
+		last_kernel_fn.kernel = kernel;
+		last_kernel_fn.fn = *out;
+		last_kernel_fn.epoch = epoch;
+	}
 }
 
 CG_AFTER(cuKernelGetFunction, add_kernel_function(pFunc, kernel, v->symbol))

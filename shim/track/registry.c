@@ -174,8 +174,13 @@ static int fn_unseen(void *val, const void *unused)
 	return !f->owner && !f->mod && !(f->flags & CG_FN_KERNEL);
 }
 
+/* Moves whenever a function record goes or is replaced, before and after:
+ * a thread's kept cuKernelGetFunction answer is void from then on. */
+_Atomic unsigned cg_fn_epoch;
+
 void cg_mod_remove(uintptr_t handle)
 {
+	atomic_fetch_add(&cg_fn_epoch, 1);
 	const struct cg_mod *m = cg_table_del(&mods, handle);
 	if (!m) {
 		m = cg_table_del(&libs, handle);
@@ -185,6 +190,7 @@ void cg_mod_remove(uintptr_t handle)
 	/* An unload of a module loaded out of sight may take any function
 	 * first met at launch with it. */
 	cg_table_sweep(&cg_fns, m ? fn_of : fn_unseen, m);
+	atomic_fetch_add(&cg_fn_epoch, 1);
 }
 
 const struct cg_fn *cg_fn_add(uintptr_t handle, CUcontext owner, unsigned flags,
@@ -216,7 +222,11 @@ const struct cg_fn *cg_fn_add(uintptr_t handle, CUcontext owner, unsigned flags,
 				  mod ? mod->path : NULL, mod ? mod->hash : NULL);
 	if (f->rule >= 0)
 		atomic_fetch_add(&nexperts, 1);
+	if (old)
+		atomic_fetch_add(&cg_fn_epoch, 1);
 	cg_table_put(&cg_fns, handle, f);
+	if (old)
+		atomic_fetch_add(&cg_fn_epoch, 1);
 	return f;
 }
 
@@ -263,8 +273,10 @@ void cg_registry_on_ctx_end(CUcontext ctx)
 {
 	if (!ctx)
 		return;
+	atomic_fetch_add(&cg_fn_epoch, 1);
 	cg_table_sweep(&mods, mod_owned, ctx);
 	cg_table_sweep(&cg_fns, fn_owned, ctx);
+	atomic_fetch_add(&cg_fn_epoch, 1);
 }
 
 void cg_registry_counts(size_t *nmods, size_t *nfns, size_t *nexp)

@@ -69,6 +69,8 @@ static inline const struct cg_fn *cg_fn_get(uintptr_t handle)
 /* A function first met at launch (loaded out of sight): registered once,
  * unowned, so its operands can be checked under scope all. */
 const struct cg_fn *cg_fn_seen(uintptr_t handle, CUstream stream);
+/* Moves before and after any function record goes or is replaced. */
+extern _Atomic unsigned cg_fn_epoch;
 /* Unpublishes the modules and functions owned by ctx (being destroyed). */
 void cg_registry_on_ctx_end(CUcontext ctx);
 void cg_registry_counts(size_t *mods, size_t *fns, size_t *experts);
