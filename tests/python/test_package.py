@@ -5,7 +5,11 @@ import loads neither torch nor libcuda; the command and `python -m
 ctxguard` are the C wrapper (its options and exit codes); the kernels'
 ctypes path loads libctxguard.so RTLD_LOCAL (no hook enters the global
 scope) and resolves its driver table.  Prints one line per check and
-"N passed, M failed"; exits 1 on a failure."""
+"N passed, M failed"; exits 1 on a failure.
+
+usage: test_package.py [KERNELS]   what `--version` must say is inside: "none"
+(the default: a wheel built without nvcc, as CI's) or an architecture the
+kernels line must name ("sm_90a": the GPU suite's wheel, built with nvcc)."""
 import ctypes
 import os
 import subprocess
@@ -46,8 +50,14 @@ p = subprocess.run([sys.executable, "-m", "ctxguard", "--quiet", "--", "sh", "-c
 check("the command preloads the installed library", p.stdout.strip() == ctxguard.library_path(), p.stdout.strip())
 
 p = subprocess.run([os.path.join(bindir, "ctxguard"), "--version"], capture_output=True, text=True)
-check("--version names the kernels inside (none: this wheel was built without nvcc)",
-      "\nkernels: none (built without nvcc)\n" in p.stdout, p.stdout.strip())
+want = sys.argv[1] if len(sys.argv) > 1 else "none"
+line = next((l for l in p.stdout.splitlines() if l.startswith("kernels: ")), "")
+if want == "none":
+    check("--version says no kernels are inside (built without nvcc)",
+          line == "kernels: none (built without nvcc)", p.stdout.strip())
+else:
+    check("--version names the kernels inside (%s, and the CUDA version)" % want,
+          want in line.split() and "(CUDA " in line, p.stdout.strip())
 
 try:
     import torch  # noqa: F401
