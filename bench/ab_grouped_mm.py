@@ -9,7 +9,9 @@ against DeepGEMM, call by call in one process: the method behind the
 
 (a variant that is a define builds beside the first: make BUILD=build-v
 KERNELS_NVCCFLAGS="-std=c++17 -O3 --threads 0 -Xptxas -warn-spills -DV"
-build-v/libctxguard.so).
+build-v/libctxguard.so; a define that changes the kernel table of
+kernels/gmm_kernels.h, such as CG_GMM_X_FP8_DEEP, goes in EXTRA_CFLAGS="-DV"
+too, so that the host sizes and launches what nvcc built).
 
 Each NAME=PATH is one build (a libctxguard.so or libcg_gmm.so; the first is
 the reference; four libctxguard.so fit in one process, see load_builds).  For every problem of bench/bench_grouped_mm.py (its shapes,

@@ -27,6 +27,15 @@
  * 64-row tiles serve decode-sized groups: "split" ones (two consumers side by
  * side) where there are tiles enough for every multiprocessor, "small" ones
  * (one consumer, twice the tiles) below that; "large" ones serve prefill. */
+/* The fp8 prefill kernel.  A measurement build (-DCG_GMM_X_FP8_DEEP for nvcc
+ * and the host compiler alike; bench/ab_grouped_mm.py, journal v48) gives
+ * it a fourth ring stage in the room of the D tile, storing from registers:
+ * each load a k-step more ahead, for a card whose SMs outrun their loads. */
+#ifdef CG_GMM_X_FP8_DEEP
+#define CG_GMM_FP8_LARGE(X) X(cg_gmm_sm90_fp8_nk_large, SM90, FP8, NK, 128, 256, 128, 4, REG)
+#else
+#define CG_GMM_FP8_LARGE(X) X(cg_gmm_sm90_fp8_nk_large, SM90, FP8, NK, 128, 256, 128, 3, TMA)
+#endif
 #define CG_GMM_KERNELS(X)                                                  \
 	X(cg_gmm_sm90_bf16_nk_small, SM90, BF16, NK, 64, 128, 64, 8, REG)  \
 	X(cg_gmm_sm90_bf16_kn_small, SM90, BF16, KN, 64, 128, 64, 8, REG)  \
@@ -36,7 +45,7 @@
 	X(cg_gmm_sm90_bf16_kn_large, SM90, BF16, KN, 128, 256, 64, 3, TMA) \
 	X(cg_gmm_sm90_fp8_nk_small, SM90, FP8, NK, 64, 128, 128, 8, REG)   \
 	X(cg_gmm_sm90_fp8_nk_split, SM90, FP8, NK, 64, 256, 128, 5, REG)   \
-	X(cg_gmm_sm90_fp8_nk_large, SM90, FP8, NK, 128, 256, 128, 3, TMA)  \
+	CG_GMM_FP8_LARGE(X)                                                \
 	X(cg_gmm_sm90_bf16_nk_ksplit, SM90, BF16, NK, 64, 128, 64, 4, KSPLIT) \
 	X(cg_gmm_sm90_bf16_kn_ksplit, SM90, BF16, KN, 64, 128, 64, 4, KSPLIT) \
 	X(cg_gmm_sm90_fp8_nk_ksplit, SM90, FP8, NK, 64, 128, 128, 4, KSPLIT) \

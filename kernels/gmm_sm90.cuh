@@ -165,8 +165,17 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 				 * of reading rows past the group through L2 once per column
 				 * tile (masked decode is bound by L2 throughput) */
 				const int a_boxes = (tl.rows + C::A_BOX - 1) / C::A_BOX;
-				mbar_expect_tx(&full[stage],
-					       a_boxes * C::A_BOX * 128 + C::B_BYTES + (sfa_tma ? sfa_w * BM * 4 : 0));
+#ifdef CG_GMM_X_HALF_B
+				/* a measurement build's (journal v48): the fp8 128-row
+				 * kernels load B for even m-tiles only, the odd ones
+				 * computing on a stale stage (wrong results): the most B's
+				 * multicast to pairs of m-tiles could save in L2 reads */
+				const bool load_b = !(FP8 && BM == 128) || ((tl.m0 / BM) & 1) == 0;
+#else
+				constexpr bool load_b = true;
+#endif
+				mbar_expect_tx(&full[stage], a_boxes * C::A_BOX * 128 + (load_b ? C::B_BYTES : 0) +
+								     (sfa_tma ? sfa_w * BM * 4 : 0));
 				const int k0 = kb * BK;
 				/* sfa [groups][k blocks][rows of a group] (MN-major) or
 				 * [groups][rows of a group][k blocks] (row-major: the box of
@@ -194,7 +203,8 @@ __device__ __forceinline__ void sm90_gemm(const CUtensorMap &tma, const CUtensor
 								    &full[stage], k0, tl.m0 + i * C::A_BOX);
 				}
 				if (NK) {
-					tma_load_3d(sb + stage * C::B_BYTES, &tmb, &full[stage], k0, tl.n0, tl.g);
+					if (load_b)
+						tma_load_3d(sb + stage * C::B_BYTES, &tmb, &full[stage], k0, tl.n0, tl.g);
 				} else {
 #pragma unroll
 					for (int j = 0; j < BN / 64; ++j)

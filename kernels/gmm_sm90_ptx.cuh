@@ -83,10 +83,21 @@ __device__ __forceinline__ void cp_async_arrive(uint64_t *bar)
 /* Shared -> global TMA store of one box, in the thread's bulk group. */
 __device__ __forceinline__ void tma_store_2d(const CUtensorMap *map, const void *src, int c0, int c1)
 {
+#ifdef CG_GMM_X_D_EVICT_FIRST
+	/* a measurement build's (journal v48): D, never read again, first out
+	 * of L2, so that a round's A and B keep its room */
+	uint64_t policy;
+	asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+	asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group.L2::cache_hint [%0, {%2, %3}], [%1], %4;" ::"l"(
+			     reinterpret_cast<uint64_t>(map)),
+		     "r"(smem_u32(src)), "r"(c0), "r"(c1), "l"(policy)
+		     : "memory");
+#else
 	asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [%0, {%2, %3}], [%1];" ::"l"(
 			     reinterpret_cast<uint64_t>(map)),
 		     "r"(smem_u32(src)), "r"(c0), "r"(c1)
 		     : "memory");
+#endif
 }
 
 __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
