@@ -8,7 +8,8 @@
  *                            tensor-map parameters are all checked (expert),
  *                            or of the plain kernel from a library, its
  *                            CUfunction asked for again before each launch
- *                            as libcudart does (runtime) */
+ *                            (runtime: a library that does so; libcudart
+ *                            13.0 launches the CUkernel itself) */
 #include <cuda.h>
 #include <stdio.h>
 #include <stdlib.h>

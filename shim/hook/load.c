@@ -88,7 +88,7 @@ static void add_library_module(CUmodule *out, CUlibrary library, const char *via
 CG_AFTER(cuLibraryGetModule, add_library_module(pMod, library, v->symbol))
 
 /* The CUfunction is bound to the context current now (DeepGEMM fetches it
- * once, at JIT time, and caches it process-wide).  libcudart asks again
+ * once, at JIT time, and caches it process-wide).  A library may ask again
  * before every launch, so each thread keeps the last pair it saw recorded:
  * the same pair again, while no function record went since (a live
  * CUfunction stays in the context it was made in), is known without a

@@ -196,7 +196,7 @@ void cg_mod_remove(uintptr_t handle)
 const struct cg_fn *cg_fn_add(uintptr_t handle, CUcontext owner, unsigned flags,
 			      const char *via, const char *name, const struct cg_mod *mod)
 {
-	/* libcudart asks cuKernelGetFunction again at every launch: the same
+	/* A library may ask cuKernelGetFunction again at every launch: the same
 	 * answer again costs one lookup, not a new record. */
 	const struct cg_fn *old = cg_table_get(&cg_fns, handle);
 	if (old && old->owner == owner && old->mod == mod && old->flags == flags &&
