@@ -37,9 +37,11 @@ exit codes: 0 ok ("deepgemm_real: ok"), 1 usage, set-up or a failed check,
 the created context, or the call did not wait for the other stream, 5 not
 reproducible here (no Hopper GPU, no deep_gemm, no "deepgemm" experts in
 transformers), 6 --ordered: the call waited on the host for the other
-stream (released by a watchdog after 20 s).
+stream (released by a watchdog after 20 s; a wait that holds the GIL ends
+the process after 60 s with its Python stack, exit 1).
 """
 import ctypes
+import faulthandler
 import os
 import sys
 import threading
@@ -400,6 +402,11 @@ def handle(dtype, ordered):
     launch = dgc.context_stream(ctx)
     say("created context 0x%x on device 0, stream 0x%x" % (ctx.value, launch.cuda_stream))
     a, b = p.operands(dtype)
+    d = torch.zeros(p.m, n, device="cuda", dtype=torch.bfloat16)
+    # torch's own work is on the primary context's streams: done before the
+    # producer holds its stream (a synchronize of the primary context once it
+    # holds never returned on an H100: driver 580, CUDA 13.0)
+    torch.cuda.synchronize()
     flag = None
     if ordered:
         # The created context's other stream writes the operands the call reads.
@@ -411,13 +418,14 @@ def handle(dtype, ordered):
         torch.cuda.synchronize()
         flag = producer(ctx, dgc.context_stream(ctx), launch, list(zip(dsts, srcs)))
         say("a stream of the created context writes A after a host flag; the launch stream waits for it")
-    d = torch.zeros(p.m, n, device="cuda", dtype=torch.bfloat16)
-    torch.cuda.synchronize()  # torch's own work is on the primary context's streams
     say("calling %s on the created context's stream" % gemm.__name__)
     watchdog = None
     if flag is not None:  # a call that waited for the flag on the host would never return
         watchdog = threading.Timer(20.0, lambda: setattr(flag, "value", 2))
         watchdog.start()
+        # the Timer needs the GIL, which DeepGEMM's call holds: a wait there
+        # ends the process after 60 s with every thread's Python stack
+        faulthandler.dump_traceback_later(60, exit=True)
     try:
         with torch.cuda.stream(launch):
             gemm(a, b, d, layout)
@@ -427,6 +435,7 @@ def handle(dtype, ordered):
     finally:
         if watchdog:
             watchdog.cancel()
+            faulthandler.cancel_dump_traceback_later()
     say("call returned")
     if flag is not None and flag.value == 2:
         say("blocked: the call returned only after a watchdog set the flag 20 s later (it waited on the host)")
