@@ -11,6 +11,13 @@
  * ctxguard could load re-homed kernels ahead on a thread of its own:
  * docs/redirect.md, Deadlock.)
  *
+ * Last, the calls into the primary context while a stream of another
+ * context of the same device (cuCtxCreate) is held until the host releases
+ * it, by a cuStreamWaitValue32 and by a spinning kernel: what waits for
+ * another context's work (docs/contexts.md; GPU case 32 hung in a
+ * synchronize of the primary context while a created context's stream
+ * waited for a host flag).
+ *
  * usage: driver_waits [WAIT]    (seconds, default 2) on a GPU machine.
  * Prints one line per call; exits 0, or 1 on a CUDA error. */
 #include <cuda.h>
@@ -158,6 +165,30 @@ static double now(void)
 
 static double load_took; /* the other thread's load, from its start */
 
+static CUcontext created;   /* a second context of the device */
+static CUstream held;       /* its stream, held until the release */
+static CUfunction spin_created;
+static CUcontext popped;
+
+static CUresult sync_ctx(void)
+{
+	return cuCtxSynchronize();
+}
+
+static CUresult sync_stream(void)
+{
+	CUresult rc = cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, other, NULL, NULL);
+	return rc == CUDA_SUCCESS ? cuStreamSynchronize(other) : rc;
+}
+
+static CUresult copy_sync(void)
+{
+	unsigned word;
+	CUdeviceptr p;
+	CUresult rc = cuMemAlloc(&p, sizeof word);
+	return rc == CUDA_SUCCESS ? cuMemcpyDtoH(&word, p, sizeof word) : rc;
+}
+
 /* The other thread: a module load into the context, which waits. */
 static void *loader(void *unused)
 {
@@ -175,14 +206,27 @@ static CUdeviceptr flag;   /* release, as the device sees it */
 static long long cycles;   /* a bound, should the host never release */
 static void *spin_args[] = {&flag, &cycles};
 
+enum hold { SPIN, BESIDE, CREATED_WAIT, CREATED_SPIN };
+
 /* Seconds call takes while a kernel of the context spins until the host
- * releases it wait_s later; beside: while another thread's module load
- * waits there too. */
-static double timed(CUresult (*call)(void), int beside, CUresult *rc)
+ * releases it wait_s later; BESIDE: while another thread's module load
+ * waits there too; CREATED_*: while the created context's stream waits
+ * for the release (cuStreamWaitValue32) or spins until it, the primary
+ * context current. */
+static double timed(CUresult (*call)(void), enum hold how, CUresult *rc)
 {
 	pthread_t l, t;
+	int beside = how == BESIDE;
 	*release = 0;
-	CU(cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, s, spin_args, NULL));
+	if (how == CREATED_WAIT || how == CREATED_SPIN) {
+		CU(cuCtxPushCurrent(created));
+		CU(how == CREATED_WAIT
+			   ? cuStreamWaitValue32(held, flag, 1, CU_STREAM_WAIT_VALUE_GEQ)
+			   : cuLaunchKernel(spin_created, 1, 1, 1, 1, 1, 1, 0, held, spin_args, NULL));
+		CU(cuCtxPopCurrent(&popped));
+	} else {
+		CU(cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, s, spin_args, NULL));
+	}
 	usleep(100000); /* running, not just queued */
 	if (beside) {
 		if (pthread_create(&l, NULL, loader, NULL) != 0)
@@ -198,6 +242,7 @@ static double timed(CUresult (*call)(void), int beside, CUresult *rc)
 	if (beside)
 		pthread_join(l, NULL);
 	CU(cuCtxSynchronize());
+	CU(cuStreamSynchronize(held));
 	return took;
 }
 
@@ -232,6 +277,19 @@ static const struct {
 	{"cuModuleGetFunction", get_function},
 };
 
+/* In the primary context while the created context's stream is held. */
+static const struct {
+	const char *name;
+	CUresult (*call)(void);
+} across[] = {
+	{"cuCtxSynchronize (idle)", sync_ctx},
+	{"cuLaunchKernel + cuStreamSynchronize", sync_stream},
+	{"cuMemAlloc + cuMemFree", mem_alloc},
+	{"cuMemAlloc + cuMemcpyDtoH", copy_sync},
+	{"cuStreamCreate", stream_create},
+	{"cuModuleLoadData", load},
+};
+
 static const char *verdict(double took)
 {
 	return took > 0.5 * wait_s ? "waited" : "at once";
@@ -254,25 +312,43 @@ int main(int argc, char **argv)
 	CU(cuModuleGetFunction(&fn, mod, "nop"));
 	CU(cuLibraryLoadData(&lib, ptx, NULL, NULL, 0, NULL, NULL, 0));
 	CU(cuLibraryGetKernel(&kern, lib, "nop"));
-	CU(cuMemHostAlloc((void **)&release, sizeof *release, CU_MEMHOSTALLOC_DEVICEMAP));
+	CU(cuMemHostAlloc((void **)&release, sizeof *release,
+			   CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE)); /* the created context reads it too */
 	CU(cuMemHostGetDevicePointer(&flag, (void *)release, 0));
 	CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
 	CU(cuStreamCreate(&other, CU_STREAM_NON_BLOCKING));
+	CUmodule spin_created_mod;
+	CU(cuCtxCreate(&created, NULL, 0, dev)); /* CUDA 12.5+: its parameters struct, none given */
+	CU(cuModuleLoadData(&spin_created_mod, ptx));
+	CU(cuModuleGetFunction(&spin_created, spin_created_mod, "spin"));
+	CU(cuStreamCreate(&held, CU_STREAM_NON_BLOCKING));
+	CU(cuCtxPopCurrent(&popped));
 	cycles = 4000000000LL * (wait_s + 8);
 	printf("driver_waits: each call while a kernel of its context spins for %u s\n", wait_s);
 	for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++) {
 		CUresult rc;
 		if (calls[i].before)
 			CU(calls[i].before());
-		double took = timed(calls[i].call, 0, &rc);
+		double took = timed(calls[i].call, SPIN, &rc);
 		printf("%-32s %6.3f s  %s (rc %d)\n", calls[i].name, took, verdict(took), (int)rc);
 	}
 	printf("driver_waits: each call while another thread's cuModuleLoadData waits there\n");
 	for (size_t i = 0; i < sizeof beside / sizeof beside[0]; i++) {
 		CUresult rc;
-		double took = timed(beside[i].call, 1, &rc);
+		double took = timed(beside[i].call, BESIDE, &rc);
 		printf("%-32s %6.3f s  %s (rc %d; the load took %.3f s)\n", beside[i].name, took,
 		       verdict(took), (int)rc, load_took);
+	}
+	for (int how = CREATED_WAIT; how <= CREATED_SPIN; how++) {
+		printf("driver_waits: each call into the primary context while a stream of a "
+		       "created context of the device %s\n",
+		       how == CREATED_WAIT ? "waits (cuStreamWaitValue32)" : "spins");
+		for (size_t i = 0; i < sizeof across / sizeof across[0]; i++) {
+			CUresult rc;
+			double took = timed(across[i].call, (enum hold)how, &rc);
+			printf("%-32s %6.3f s  %s (rc %d)\n", across[i].name, took, verdict(took),
+			       (int)rc);
+		}
 	}
 	return 0;
 }
