@@ -282,9 +282,16 @@ END_TEST
 START_TEST(created_context_crosses_under_redirect)
 {
 	fake_trace_start();
+	capture_start();
 	CUresult rc = launch_created(AFFINITY, PLACE, NULL);
+	const char *err = capture_end();
 	size_t n = fake_trace(trace, 4096);
 	assert_ran(rc, 1);
+	/* one device: the report names the two contexts, not device 0 twice */
+	char where[96];
+	snprintf(where, sizeof where, "to context %p of device 0 (re-homed)", (void *)primary[0]);
+	ck_assert_msg(strstr(err, "ctxguard: redirect: ") && strstr(err, " from context ") &&
+			      strstr(err, where), "%s", err);
 	size_t run = find(n, 0, "launch", primary[0], NULL, NULL);
 	ck_assert_msg(run < n, "not run in device 0's primary context");
 	ck_assert_str_eq(trace[run].kernel, HELPER);

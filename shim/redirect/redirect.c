@@ -53,10 +53,18 @@ static void log_redirect(struct cg_crossing *c)
 }
 
 /* Where a redirect comes from: the function's device for kind (a), the
- * launch's for (b). */
-static int from_dev(const struct cg_crossing *c)
+ * launch's for (b); between two contexts of one device, the launch's
+ * context and the one the work ran in. */
+static const char *route(const struct cg_crossing *c, const struct cg_plan *p, char *buf,
+			 size_t n)
 {
-	return c->kind == CG_KIND_OWNER ? c->owner_dev : c->launch_dev;
+	int from = c->kind == CG_KIND_OWNER ? c->owner_dev : c->launch_dev;
+	if (from == p->to_dev)
+		snprintf(buf, n, "from context %p to context %p of device %d", c->launch_ctx,
+			 (void *)p->target, p->to_dev);
+	else
+		snprintf(buf, n, "from device %d to device %d", from, p->to_dev);
+	return buf;
 }
 
 static void done(struct cg_crossing *c, struct cg_fn *fn, const struct cg_plan *p)
@@ -66,9 +74,10 @@ static void done(struct cg_crossing *c, struct cg_fn *fn, const struct cg_plan *
 	c->action = CG_ACT_REDIRECT;
 	c->redirect_dev = p->to_dev;
 	c->redirect_via = p->via;
+	char where[96];
 	if (!atomic_exchange(&fn->redirected, 1))
-		cg_stderr("ctxguard: redirect: %s from device %d to device %d (%s)\n",
-			  shown_name(fn), from_dev(c), p->to_dev, p->via);
+		cg_stderr("ctxguard: redirect: %s %s (%s)\n", shown_name(fn),
+			  route(c, p, where, sizeof where), p->via);
 	log_redirect(c);
 }
 
@@ -78,18 +87,19 @@ static void waited(const struct cg_crossing *c, struct cg_fn *fn, const struct c
 		   CUresult rc, const char *why)
 {
 	unsigned char said = rc == CUDA_SUCCESS ? 1 : 2;
+	char where[96];
 	if (atomic_fetch_or(&fn->waited, said) & said)
 		return;
+	route(c, p, where, sizeof where);
 	if (rc == CUDA_SUCCESS)
-		cg_stderr("ctxguard: redirect: %s from device %d to device %d (%s) was queued, but "
-			  "%s: ctxguard waited on the host for it to finish, so that later work "
-			  "sees its result\n",
-			  shown_name(fn), from_dev(c), p->to_dev, p->via, why);
+		cg_stderr("ctxguard: redirect: %s %s (%s) was queued, but %s: ctxguard waited on "
+			  "the host for it to finish, so that later work sees its result\n",
+			  shown_name(fn), where, p->via, why);
 	else
-		cg_stderr("ctxguard: redirect: %s from device %d to device %d (%s) was queued, but "
-			  "%s, and waiting for it on the host failed too (error %d): device %d's "
-			  "context is likely broken; the launch returns that error\n",
-			  shown_name(fn), from_dev(c), p->to_dev, p->via, why, (int)rc, p->to_dev);
+		cg_stderr("ctxguard: redirect: %s %s (%s) was queued, but %s, and waiting for it on "
+			  "the host failed too (error %d): device %d's context is likely broken; the "
+			  "launch returns that error\n",
+			  shown_name(fn), where, p->via, why, (int)rc, p->to_dev);
 }
 
 /* Stopped after all: one line why; the fallback's usual report follows
