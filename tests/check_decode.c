@@ -357,14 +357,22 @@ START_TEST(fp8_epilogue_and_majors)
 }
 END_TEST
 
-/* 2: a compiled-in shape equal to the scalar changes nothing. */
-START_TEST(compiled_shape_equal_to_the_scalar)
+/* An m-grouped contiguous bf16 kernel with compiled-in SHAPE_M, N, K (0:
+ * runtime), its multicast (on A or B) and the SM count it was built for. */
+static void contiguous_name(const char *shape, unsigned mcast, const char *on_a, unsigned sms)
 {
 	snprintf(name, sizeof name,
 		 "void deep_gemm::sm90_bf16_gemm_impl<(cute::UMMA::Major)0, (cute::UMMA::Major)0, "
-		 "0u, 1536u, 2048u, 8u, 128u, 128u, 64u, 128u, 128u, 128u, 5u, 128u, 256u, 1u, "
-		 "false, 132u, (deep_gemm::GemmType)1, false, cutlass::bfloat16_t>(int*, unsigned "
-		 "int, unsigned int, unsigned int, CUtensorMap_st, CUtensorMap_st, CUtensorMap_st)");
+		 "%s, 8u, 128u, 128u, 64u, 128u, 128u, 128u, 5u, 128u, 256u, %uu, %s, %uu, "
+		 "(deep_gemm::GemmType)1, false, cutlass::bfloat16_t>(int*, unsigned int, unsigned "
+		 "int, unsigned int, CUtensorMap_st, CUtensorMap_st, CUtensorMap_st)",
+		 shape, mcast, on_a, sms);
+}
+
+/* 2: a compiled-in shape equal to the scalar changes nothing. */
+START_TEST(compiled_shape_equal_to_the_scalar)
+{
+	contiguous_name("0u, 1536u, 2048u", 1, "false", 132);
 	make_launch(0, 0, 0, 1030, 1536, 2048, 8);
 	ck_assert_msg(decode() == 1, "%s", why);
 	ck_assert_int_eq(out.p.k, 2048);
@@ -423,6 +431,21 @@ START_TEST(launch_configuration)
 		ck_assert_msg(strstr(why, bad[i].reason), "reason '%s', expected '%s'", why,
 			      bad[i].reason);
 	}
+	/* A kernel built for 131 SMs in clusters of 2 (DeepGEMM's host code
+	 * never builds one): its grid is no whole number of clusters, which the
+	 * driver refuses, so the redirect must not run it either. */
+	contiguous_name("0u, 0u, 0u", 2, "true", 131);
+	make_launch(0, 0, 0, 1030, 1536, 2048, 8);
+	ck_assert_msg(decode() == 1, "%s", why);
+	CUlaunchAttribute two = {.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,
+				 .value.clusterDim = {2, 1, 1}};
+	c = good;
+	c.gridDimX = 131;
+	c.attrs = &two;
+	c.numAttrs = 1;
+	ck_assert_int_eq(cg_decode_check_launch(&out, &c, why, sizeof why), -1);
+	ck_assert_msg(strstr(why, "a grid of 131 blocks in clusters of 2, no whole number of "
+			      "clusters"), "%s", why);
 	/* fp8 adds a stage's sfa (512 bytes) and sfb for K's 16 blocks (64). */
 	fp8_name(name, sizeof name, 8, 1);
 	make_launch(1, 0, 0, 1030, 1536, 2048, 8);

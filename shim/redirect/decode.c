@@ -462,5 +462,11 @@ int cg_decode_check_launch(const struct cg_decoded *d, const CUlaunchConfig *c, 
 	if (cluster != w->cluster)
 		return refuse(why, n, "cluster dimension %u; the kernel multicasts over clusters of "
 			      "%u (kNumTMAMulticast)", cluster, w->cluster);
+	/* DeepGEMM's host code never makes such a launch (kNumSMs is a
+	 * multiple of kNumTMAMulticast), and the driver refuses it: run, it
+	 * would compute what the original never does */
+	if (!cluster || c->gridDimX % cluster)
+		return refuse(why, n, "a grid of %u blocks in clusters of %u, no whole number of "
+			      "clusters: the driver refuses the original", c->gridDimX, cluster);
 	return 1;
 }
