@@ -264,11 +264,13 @@ static const struct {
 	{"cuEventCreate", event_create, NULL},
 };
 
-/* While another thread's cuModuleLoadData waits on the context. */
-static const struct {
+struct named_call {
 	const char *name;
 	CUresult (*call)(void);
-} beside[] = {
+};
+
+/* While another thread's cuModuleLoadData waits on the context. */
+static const struct named_call beside[] = {
 	{"cuLaunchKernel (another stream)", launch_other},
 	{"cuMemAlloc + cuMemFree", mem_alloc},
 	{"cuStreamCreate", stream_create},
@@ -278,10 +280,7 @@ static const struct {
 };
 
 /* In the primary context while the created context's stream is held. */
-static const struct {
-	const char *name;
-	CUresult (*call)(void);
-} across[] = {
+static const struct named_call across[] = {
 	{"cuCtxSynchronize (idle)", sync_ctx},
 	{"cuLaunchKernel + cuStreamSynchronize", sync_stream},
 	{"cuMemAlloc + cuMemFree", mem_alloc},
