@@ -117,14 +117,13 @@ void cg_context_on_fork(void)
  * NULL: not known. */
 static CUcontext query_domain(CUcontext ctx, CUstream s)
 {
-	CUcontext c = NULL, as = NULL;
+	CUcontext c = NULL;
 	CUgreenCtx g = NULL;
-	CUresult (*from)(CUcontext *, CUgreenCtx) = CG_REAL_SYM(cuCtxFromGreenCtx, cuCtxFromGreenCtx);
 	if (!cg_call.cuStreamGetCtx_v2 || cg_call.cuStreamGetCtx_v2(s, &c, &g) != CUDA_SUCCESS || !c)
 		return NULL;
 	if (!g)
 		return c == ctx ? ctx : NULL;
-	return from && from(&as, g) == CUDA_SUCCESS && as == ctx ? c : NULL;
+	return cg_green_ctx(g) == ctx ? c : NULL;
 }
 
 CUcontext cg_ctx_domain(CUcontext ctx, CUstream s)
