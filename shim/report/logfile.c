@@ -28,6 +28,9 @@
 #include "report.h"
 
 enum { FRESH_TRIES = 16 };
+/* Every open of a log name, the planted one's and a fresh one's: appended
+ * to, never through a link at the name, never blocking. */
+enum { LOG_FLAGS = O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK };
 
 /* The directory of path (everything before its last '/'), opened without
  * following a symbolic link in any component; -1 with the reason in why. */
@@ -79,11 +82,10 @@ static int open_directory(const char *path, char *why, size_t n)
  * the reason in why. */
 static int open_name(int dir, const char *name, int shared, int *created, char *why, size_t n)
 {
-	int flags = O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK;
 	struct stat at, st;
 
 	*created = 0;
-	int fd = openat(dir, name, flags | O_CREAT | O_EXCL, 0600);
+	int fd = openat(dir, name, LOG_FLAGS | O_CREAT | O_EXCL, 0600);
 	if (fd >= 0) {
 		*created = 1;
 		return fd;
@@ -99,7 +101,7 @@ static int open_name(int dir, const char *name, int shared, int *created, char *
 			 " or device)");
 		return -1;
 	}
-	fd = openat(dir, name, flags);
+	fd = openat(dir, name, LOG_FLAGS);
 	if (fd < 0) {
 		snprintf(why, n, "%s", errno == ELOOP ? "it is a symbolic link, which a log never"
 			 " follows" : strerror(errno));
@@ -179,8 +181,7 @@ int cg_log_open(const char *path, int mode, char *why, size_t n, char *fresh, si
 	for (int i = 0; fd < 0 && shared && i < FRESH_TRIES; i++) {
 		char other[256];
 		fresh_name(name, other, sizeof other);
-		fd = openat(dir, other, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK |
-				       O_CREAT | O_EXCL, 0600);
+		fd = openat(dir, other, LOG_FLAGS | O_CREAT | O_EXCL, 0600);
 		created = fd >= 0;
 		if (!created && errno != EEXIST)
 			break;
