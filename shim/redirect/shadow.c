@@ -27,6 +27,7 @@
 /* shim.h first: it sets up how <cuda.h> names the entry points */
 #include "shadow.h"
 #include "decode.h"
+#include "plan.h"
 #include "../report/report.h"
 
 static _Atomic unsigned long shadowed, mismatched, undecodable;
@@ -268,14 +269,8 @@ void cg_shadow(const struct cg_launch *l, const struct cg_fn *fn, CUcontext ctx)
 	struct cg_decoded g;
 	struct outcome o = {.result = "undecodable"};
 	int dev = cg_ctx_device(ctx);
-	if (!l->params)
-		snprintf(o.reason, sizeof o.reason,
-			 "undecodable ABI: parameters passed in the extra buffer");
-	/* what the redirect would decide: the decode, then the launch's
-	 * configuration against DeepGEMM's host code */
-	else if (cg_decode_gemm(fn->demangled, l->params, cg_tmap_find, &g, o.reason,
-				sizeof o.reason) > 0 &&
-		 cg_decode_check_launch(&g, &l->config, o.reason, sizeof o.reason) >= 0) {
+	/* what the redirect would decide */
+	if (cg_redirect_decode(l, fn, &g, o.reason, sizeof o.reason)) {
 		o.gemm = &g;
 		o.tolerance = cg_shadow_tolerance(g.p.dtype);
 		if (cg_capturing(s))
