@@ -44,6 +44,11 @@ static const char *const layout_names[CG_NLAYOUTS] = {
 	[CG_LAYOUT_MASKED] = "masked",
 };
 
+static const char *dtype_name(const struct cg_decoded *g)
+{
+	return g->p.dtype == CG_GMM_FP8_E4M3 ? "fp8" : "bf16";
+}
+
 /* What a shadowed launch came to, named in its record. */
 enum result { UNDECODABLE, MATCH, MISMATCH };
 static const char *const result_names[] = {
@@ -78,7 +83,7 @@ static void log_outcome(const char *api, const struct cg_fn *fn, int dev, const 
 	char sizes[160] = "";
 	if (g) {
 		snprintf(layout, sizeof layout, "\"%s\"", layout_names[g->layout]);
-		snprintf(dtype, sizeof dtype, "\"%s\"", g->p.dtype == CG_GMM_FP8_E4M3 ? "fp8" : "bf16");
+		snprintf(dtype, sizeof dtype, "\"%s\"", dtype_name(g));
 		snprintf(tol, sizeof tol, "%g", o->tolerance);
 		snprintf(sizes, sizeof sizes, ",\"m\":%lld,\"n\":%lld,\"k\":%lld,\"g\":%lld",
 			 (long long)g->p.m, (long long)g->p.n, (long long)g->p.k, (long long)g->p.g);
@@ -122,9 +127,8 @@ static void report(const char *api, const struct cg_fn *fn, int dev, const struc
 					  "at row %lld, tolerance %g%s%s; a redirect of it would not "
 					  "compute what it computes\n",
 					  shown, dev, layout_names[o->gemm->layout],
-					  o->gemm->p.dtype == CG_GMM_FP8_E4M3 ? "fp8" : "bf16", o->err,
-					  (long long)o->row, o->tolerance, o->reason[0] ? ": " : "",
-					  o->reason);
+					  dtype_name(o->gemm), o->err, (long long)o->row, o->tolerance,
+					  o->reason[0] ? ": " : "", o->reason);
 		}
 	}
 	log_outcome(api, fn, dev, o);
