@@ -57,15 +57,21 @@ static int operands_device(const char *const *name, const uintptr_t *addr, unsig
 	return 1;
 }
 
-static int plan_bundled(const struct cg_launch *l, const struct cg_fn *fn, struct cg_plan *p,
-			char *why, size_t n)
+int cg_redirect_decode(const struct cg_launch *l, const struct cg_fn *fn, struct cg_decoded *g,
+		       char *why, size_t n)
 {
 	if (!l->params) {
 		snprintf(why, n, "undecodable ABI: parameters passed in the extra buffer");
 		return 0;
 	}
-	if (cg_decode_gemm(fn->demangled, l->params, cg_tmap_find, &p->gemm, why, n) < 0 ||
-	    cg_decode_check_launch(&p->gemm, &l->config, why, n) < 0)
+	return cg_decode_gemm(fn->demangled, l->params, cg_tmap_find, g, why, n) > 0 &&
+	       cg_decode_check_launch(g, &l->config, why, n) > 0;
+}
+
+static int plan_bundled(const struct cg_launch *l, const struct cg_fn *fn, struct cg_plan *p,
+			char *why, size_t n)
+{
+	if (!cg_redirect_decode(l, fn, &p->gemm, why, n))
 		return 0;
 	p->via = cg_bundled_name(p->gemm.layout);
 	const char *name[CG_DECODE_OPERANDS];

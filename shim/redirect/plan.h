@@ -1,6 +1,7 @@
 /* Inside the redirect (shim/redirect/): its plan (plan.c), the ordering of
  * its work (order.c) and the bundled kernels' names (bundled.c), for the
- * redirect itself (redirect.c). */
+ * redirect itself (redirect.c) and the shadow (shadow.c), which decides on
+ * a launch as the plan does. */
 #ifndef CTXGUARD_PLAN_H
 #define CTXGUARD_PLAN_H
 
@@ -18,6 +19,12 @@ struct cg_plan {
 	CUcontext target;
 	const char *via; /* the bundled entry point, or "re-homed" */
 };
+
+/* 1: g holds launch l's problem (fn a recognized GEMM), and l's
+ * configuration is the one DeepGEMM's host code gives it; 0 with why
+ * filled otherwise.  What both the redirect and the shadow decide on. */
+int cg_redirect_decode(const struct cg_launch *l, const struct cg_fn *fn, struct cg_decoded *g,
+		       char *why, size_t n);
 
 /* 1 with p filled for launch l of fn, crossing c; 0 with why filled when
  * it cannot be redirected (nothing was enqueued). */

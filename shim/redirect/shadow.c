@@ -27,6 +27,7 @@
 /* shim.h first: it sets up how <cuda.h> names the entry points */
 #include "shadow.h"
 #include "decode.h"
+#include "plan.h"
 #include "../report/report.h"
 
 static _Atomic unsigned long shadowed, mismatched, undecodable;
@@ -43,9 +44,19 @@ static const char *const layout_names[CG_NLAYOUTS] = {
 	[CG_LAYOUT_MASKED] = "masked",
 };
 
+static const char *dtype_name(const struct cg_decoded *g)
+{
+	return g->p.dtype == CG_GMM_FP8_E4M3 ? "fp8" : "bf16";
+}
+
+/* What a shadowed launch came to, named in its record. */
+enum result { UNDECODABLE, MATCH, MISMATCH };
+static const char *const result_names[] = {
+	[UNDECODABLE] = "undecodable", [MATCH] = "match", [MISMATCH] = "mismatch"};
+
 /* One shadowed launch's outcome. */
 struct outcome {
-	const char *result;        /* "match", "mismatch", "undecodable" */
+	enum result result;
 	const struct cg_decoded *gemm; /* NULL: not decoded */
 	char reason[512];          /* undecodable: why */
 	double err;                /* the largest row error (compared launches) */
@@ -72,13 +83,13 @@ static void log_outcome(const char *api, const struct cg_fn *fn, int dev, const 
 	char sizes[160] = "";
 	if (g) {
 		snprintf(layout, sizeof layout, "\"%s\"", layout_names[g->layout]);
-		snprintf(dtype, sizeof dtype, "\"%s\"", g->p.dtype == CG_GMM_FP8_E4M3 ? "fp8" : "bf16");
+		snprintf(dtype, sizeof dtype, "\"%s\"", dtype_name(g));
 		snprintf(tol, sizeof tol, "%g", o->tolerance);
 		snprintf(sizes, sizeof sizes, ",\"m\":%lld,\"n\":%lld,\"k\":%lld,\"g\":%lld",
 			 (long long)g->p.m, (long long)g->p.n, (long long)g->p.k, (long long)g->p.g);
 	}
 	/* JSON has no infinity: a non-finite error is null, the reason says why */
-	if (o->result[0] != 'u' && isfinite(o->err))
+	if (o->result != UNDECODABLE && isfinite(o->err))
 		snprintf(err, sizeof err, "%.6g", o->err);
 	if (name && dem && why)
 		cg_log_event("shadow",
@@ -86,9 +97,10 @@ static void log_outcome(const char *api, const struct cg_fn *fn, int dev, const 
 			     "\"layout\":%s,\"dtype\":%s%s,\"result\":\"%s\",\"reason\":%s%s%s,"
 			     "\"max_rel_err\":%s,\"row\":%lld,\"rows\":%lld,\"tolerance\":%s",
 			     api, name, fn->demangled ? "\"" : "", fn->demangled ? dem : "null",
-			     fn->demangled ? "\"" : "", dev, layout, dtype, sizes, o->result,
-			     o->reason[0] ? "\"" : "", o->reason[0] ? why : "null",
-			     o->reason[0] ? "\"" : "", err, (long long)o->row, (long long)o->rows, tol);
+			     fn->demangled ? "\"" : "", dev, layout, dtype, sizes,
+			     result_names[o->result], o->reason[0] ? "\"" : "",
+			     o->reason[0] ? why : "null", o->reason[0] ? "\"" : "", err,
+			     (long long)o->row, (long long)o->rows, tol);
 	free(name);
 	free(dem);
 	free(why);
@@ -99,7 +111,7 @@ static void log_outcome(const char *api, const struct cg_fn *fn, int dev, const 
 static void report(const char *api, const struct cg_fn *fn, int dev, const struct outcome *o)
 {
 	const char *shown = fn->demangled ? fn->demangled : fn->name;
-	if (o->result[0] == 'u') {
+	if (o->result == UNDECODABLE) {
 		atomic_fetch_add(&undecodable, 1);
 		if (!(atomic_fetch_or(&((struct cg_fn *)fn)->shadow_said, 1) & 1))
 			cg_stderr("ctxguard: shadow: %s on device %d not shadowed: %s; a redirect of "
@@ -107,7 +119,7 @@ static void report(const char *api, const struct cg_fn *fn, int dev, const struc
 				  shown, dev, o->reason);
 	} else {
 		atomic_fetch_add(&shadowed, 1);
-		if (o->result[1] == 'i') {
+		if (o->result == MISMATCH) {
 			atomic_fetch_add(&mismatched, 1);
 			if (!(atomic_fetch_or(&((struct cg_fn *)fn)->shadow_said, 2) & 2))
 				cg_stderr("ctxguard: shadow: %s on device %d (%s, %s): the bundled "
@@ -115,9 +127,8 @@ static void report(const char *api, const struct cg_fn *fn, int dev, const struc
 					  "at row %lld, tolerance %g%s%s; a redirect of it would not "
 					  "compute what it computes\n",
 					  shown, dev, layout_names[o->gemm->layout],
-					  o->gemm->p.dtype == CG_GMM_FP8_E4M3 ? "fp8" : "bf16", o->err,
-					  (long long)o->row, o->tolerance, o->reason[0] ? ": " : "",
-					  o->reason);
+					  dtype_name(o->gemm), o->err, (long long)o->row, o->tolerance,
+					  o->reason[0] ? ": " : "", o->reason);
 		}
 	}
 	log_outcome(api, fn, dev, o);
@@ -252,7 +263,7 @@ static void compare(const struct cg_decoded *g, CUcontext ctx, CUstream s, struc
 			 "reading the outputs back failed (error %d): nothing to compare", (int)rc);
 		goto out;
 	}
-	o->result = o->err <= o->tolerance ? "match" : "mismatch";
+	o->result = o->err <= o->tolerance ? MATCH : MISMATCH;
 	if (!isfinite(o->err))
 		snprintf(o->reason, sizeof o->reason,
 			 "a NaN or infinity in one output where the other has another value");
@@ -266,16 +277,10 @@ void cg_shadow(const struct cg_launch *l, const struct cg_fn *fn, CUcontext ctx)
 {
 	CUstream s = l->config.hStream;
 	struct cg_decoded g;
-	struct outcome o = {.result = "undecodable"};
+	struct outcome o = {.result = UNDECODABLE};
 	int dev = cg_ctx_device(ctx);
-	if (!l->params)
-		snprintf(o.reason, sizeof o.reason,
-			 "undecodable ABI: parameters passed in the extra buffer");
-	/* what the redirect would decide: the decode, then the launch's
-	 * configuration against DeepGEMM's host code */
-	else if (cg_decode_gemm(fn->demangled, l->params, cg_tmap_find, &g, o.reason,
-				sizeof o.reason) > 0 &&
-		 cg_decode_check_launch(&g, &l->config, o.reason, sizeof o.reason) >= 0) {
+	/* what the redirect would decide */
+	if (cg_redirect_decode(l, fn, &g, o.reason, sizeof o.reason)) {
 		o.gemm = &g;
 		o.tolerance = cg_shadow_tolerance(g.p.dtype);
 		if (cg_capturing(s))
@@ -307,7 +312,7 @@ void cg_shadow(const struct cg_launch *l, const struct cg_fn *fn, CUcontext ctx)
 
 void cg_shadow_refuse(const char *api, const struct cg_fn *fn, CUcontext ctx)
 {
-	struct outcome o = {.result = "undecodable"};
+	struct outcome o = {.result = UNDECODABLE};
 	if (cg_backstop_checking)
 		snprintf(o.reason, sizeof o.reason,
 			 "launched by %s past ctxguard's hooks (seen by the CUPTI backstop)", api);
