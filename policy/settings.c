@@ -61,11 +61,6 @@ struct cg_shown cg_policy_show(const char *v)
 
 /* ---- settings --------------------------------------------------------- */
 
-static int parse_mode(const char *s)
-{
-	return cg_action_parse(s);
-}
-
 static int parse_scope(const char *s)
 {
 	if (strcasecmp(s, "experts") == 0)
@@ -176,7 +171,7 @@ static const struct {
 	int (*parse)(const char *s);       /* -1: not a valid value */
 	void (*show)(int v, char *buf, size_t n);
 } kinds[] = {
-	[V_ACTION] = {"abort|error|warn|off|redirect", parse_mode, show_action},
+	[V_ACTION] = {"abort|error|warn|off|redirect", cg_action_parse, show_action},
 	[V_SCOPE] = {"experts|all", parse_scope, show_scope},
 	[V_BOOL] = {"on|off", parse_bool, show_bool},
 	[V_ERROR_CODE] = {"a CUDA error name such as CUDA_ERROR_INVALID_HANDLE"

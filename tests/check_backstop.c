@@ -263,7 +263,7 @@ START_TEST(preload_ahead_is_said_and_the_command_goes_first)
 {
 	char bypass[4200], preload[12800], prog_path[4096];
 	snprintf(bypass, sizeof bypass, "%s/tests/libs/libbypass.so", build_dir());
-	const char *san = preload_without_shim() + strlen("LD_PRELOAD=");
+	const char *san = preload_before_shim();
 	snprintf(preload, sizeof preload, "LD_PRELOAD=%s%s%s:%s", san, *san ? ":" : "", bypass,
 		 shim_library());
 	const char *env[] = {preload, "CTXGUARD_BACKSTOP=on", fake_cupti(), NULL};

@@ -295,7 +295,7 @@ START_TEST(system_unreadable_strictest)
 	 * just above what it uses, so that reading the file fails (first,
 	 * before a freed buffer leaves room for it in the heap).  A
 	 * sanitizer's shadow memory does not run under such a cap. */
-	if (!preload_without_shim()[strlen("LD_PRELOAD=")]) {
+	if (!*preload_before_shim()) {
 		pid_t child = fork();
 		if (child == 0) {
 			unsigned long pages = 0;
@@ -518,7 +518,7 @@ START_TEST(shim_second_driver)
 			      "locked %d: status %#x\n%s%s", locked, r.status, r.out, r.err);
 		/* A sanitized driver in a namespace of its own brings a second
 		 * sanitizer runtime, which refuses to start. */
-		if (preload_without_shim()[strlen("LD_PRELOAD=")])
+		if (*preload_before_shim())
 			continue;
 		spawn(&r, env, by_ns);
 		ck_assert_msg(exited(&r, 0) && strstr(r.out, locked ? "dlmopen: refused" : "dlmopen: loaded") &&
@@ -540,7 +540,7 @@ START_TEST(shim_locked_cupti_path)
 		 build_dir());
 	const char *pre = locked_preload();
 	/* After a sanitizer runtime, which must come first. */
-	const char *san = preload_without_shim() + strlen("LD_PRELOAD=");
+	const char *san = preload_before_shim();
 	snprintf(preload_env, sizeof preload_env, "LD_PRELOAD=%s%s%s:%s", san, *san ? ":" : "", cupti,
 		 locked_library());
 	const char *argv[] = {"tests/progs/unhooked", "launch", "same", "none", NULL};

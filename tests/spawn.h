@@ -144,6 +144,12 @@ static inline const char *preload_without_shim(void)
 	return env;
 }
 
+/* What the suite preloads before the shim: a sanitizer runtime, or "". */
+static inline const char *preload_before_shim(void)
+{
+	return preload_without_shim() + strlen("LD_PRELOAD=");
+}
+
 static inline int exited(const struct run *r, int code)
 {
 	return WIFEXITED(r->status) && WEXITSTATUS(r->status) == code;

@@ -286,6 +286,30 @@ static void apply(const struct flag *o, const char *val)
 	}
 }
 
+/* What a process says once on the status file when something went past
+ * the checks (cg_status_word), and the closing line for it: a launch that
+ * bypassed the hooks, a backstop that could not watch, calls that passed
+ * unchecked, entry points handed out that the hooks could not stand for.
+ * Under --audit any of them sets the exit code; audit_text, when set, is
+ * the line then. */
+static const struct past_checks {
+	const char *word, *text, *audit_text;
+} past_checks[] = {
+	{"unhooked", "launched kernels that bypassed the hooks (unhooked; see each summary)", NULL},
+	{"unwatched", "ran without the backstop: launches past the hooks went unseen",
+	 "ran without the backstop: the audit is incomplete"},
+	{"unchecked",
+	 "let calls pass unchecked, while ctxguard started or as deprecated launches it could "
+	 "not read (see each process's stderr)",
+	 NULL},
+	{"unmapped",
+	 "got entry points from cuGetProcAddress that ctxguard could not hook (unmapped; see "
+	 "each process's stderr)",
+	 NULL},
+};
+
+#define NPAST (sizeof past_checks / sizeof past_checks[0])
+
 static pid_t child;
 
 /* The command's own lines: stderr, and --log-file's copy beside the
@@ -471,8 +495,8 @@ int main(int argc, char **argv)
 	while (waitpid(child, &ws, 0) < 0 && errno == EINTR)
 		;
 
-	unsigned long counts[CG_ACT_REDIRECT + 1] = {0}, unhooked = 0, unwatched = 0, unchecked = 0,
-		      unmapped = 0, processes = 0, launches = 0;
+	unsigned long counts[CG_ACT_REDIRECT + 1] = {0}, past[NPAST] = {0}, processes = 0,
+		      launches = 0;
 	FILE *f = fopen(status, "r");
 	char line[128];
 	while (f && fgets(line, sizeof line, f)) {
@@ -487,10 +511,8 @@ int main(int argc, char **argv)
 		launches += strcmp(word, "exit") == 0 ? n : 0;
 		if (cg_action_parse(word) >= 0)
 			counts[cg_action_parse(word)]++;
-		unhooked += strcmp(word, "unhooked") == 0;
-		unwatched += strcmp(word, "unwatched") == 0;
-		unchecked += strcmp(word, "unchecked") == 0;
-		unmapped += strcmp(word, "unmapped") == 0;
+		for (size_t k = 0; k < NPAST; k++)
+			past[k] += strcmp(word, past_checks[k].word) == 0;
 	}
 	if (f)
 		fclose(f);
@@ -505,24 +527,15 @@ int main(int argc, char **argv)
 			"redirect %lu)\n", crossings, crossings == 1 ? "" : "s",
 			counts[CG_ACT_ABORT], counts[CG_ACT_ERROR], counts[CG_ACT_WARN],
 			counts[CG_ACT_REDIRECT]);
-	/* Each process says each of these once: a launch that bypassed the
-	 * hooks, a backstop that could not watch, calls that passed unchecked,
-	 * entry points handed out that the hooks could not stand for. */
-	if (unhooked)
-		say("%lu process%s launched kernels that bypassed the hooks "
-			"(unhooked; see each summary)\n", unhooked, unhooked == 1 ? "" : "es");
-	if (unwatched)
-		say("%lu process%s ran without the backstop: %s\n", unwatched,
-			unwatched == 1 ? "" : "es",
-			audit ? "the audit is incomplete" : "launches past the hooks went unseen");
-	if (unchecked)
-		say("%lu process%s let calls pass unchecked, while ctxguard "
-			"started or as deprecated launches it could not read (see each process's "
-			"stderr)\n", unchecked, unchecked == 1 ? "" : "es");
-	if (unmapped)
-		say("%lu process%s got entry points from cuGetProcAddress that "
-			"ctxguard could not hook (unmapped; see each process's stderr)\n", unmapped,
-			unmapped == 1 ? "" : "es");
+	int any_past = 0;
+	for (size_t k = 0; k < NPAST; k++) {
+		const struct past_checks *w = &past_checks[k];
+		if (!past[k])
+			continue;
+		any_past = 1;
+		say("%lu process%s %s\n", past[k], past[k] == 1 ? "" : "es",
+		    audit && w->audit_text ? w->audit_text : w->text);
+	}
 	/* compute-sanitizer's closing line: the guard was there, also when no
 	 * process used CUDA (processes that ended by exit or abort). */
 	if (!quiet)
@@ -531,7 +544,7 @@ int main(int argc, char **argv)
 		    crossings == 1 ? "" : "s");
 	if (text_copy)
 		fclose(text_copy);
-	if ((crossings || (audit && (unhooked || unwatched || unchecked || unmapped))) && exit_code)
+	if ((crossings || (audit && any_past)) && exit_code)
 		return exit_code;
 	if (WIFSIGNALED(ws))
 		return 128 + WTERMSIG(ws);

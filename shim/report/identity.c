@@ -64,33 +64,34 @@ static void append(char *out, size_t n, size_t *o, const char *fmt, const char *
 		*o += (size_t)k;
 }
 
+/* key and its quoted value: fmt writes the key and the opening quote. */
+static void put_pair(char *out, size_t n, size_t *o, const char *fmt, const char *key,
+		     const char *value)
+{
+	append(out, n, o, fmt, key);
+	put_value(out, n, o, value);
+	append(out, n, o, "%s", "\"");
+}
+
 static void read_identity(void)
 {
 	if (gethostname(id.host, sizeof id.host) != 0)
 		strcpy(id.host, "-");
 	id.host[sizeof id.host - 1] = 0;
 	size_t j = 0, l = 0;
-	j = (size_t)snprintf(id.json, sizeof id.json, ",\"pid\":%ld,\"version\":\"%s\",\"host\":\"",
+	j = (size_t)snprintf(id.json, sizeof id.json, ",\"pid\":%ld,\"version\":\"%s\"",
 			     (long)getpid(), CTXGUARD_VERSION);
-	put_value(id.json, sizeof id.json, &j, id.host);
-	append(id.json, sizeof id.json, &j, "%s", "\"");
-	append(id.labels, sizeof id.labels, &l, "%s", "host=\"");
-	put_value(id.labels, sizeof id.labels, &l, id.host);
-	append(id.labels, sizeof id.labels, &l, "%s", "\"");
+	put_pair(id.json, sizeof id.json, &j, ",\"%s\":\"", "host", id.host);
+	put_pair(id.labels, sizeof id.labels, &l, "%s=\"", "host", id.host);
 	for (size_t i = 0; i < NJOB; i++) {
 		const char *v = getenv(job[i].env);
 		if (!v || !*v)
 			continue;
 		char cut[VALUE];
 		snprintf(cut, sizeof cut, "%s", v);
-		append(id.json, sizeof id.json, &j, ",\"%s\":\"", job[i].key);
-		put_value(id.json, sizeof id.json, &j, cut);
-		append(id.json, sizeof id.json, &j, "%s", "\"");
-		if (!job[i].label)
-			continue;
-		append(id.labels, sizeof id.labels, &l, ",%s=\"", job[i].key);
-		put_value(id.labels, sizeof id.labels, &l, cut);
-		append(id.labels, sizeof id.labels, &l, "%s", "\"");
+		put_pair(id.json, sizeof id.json, &j, ",\"%s\":\"", job[i].key, cut);
+		if (job[i].label)
+			put_pair(id.labels, sizeof id.labels, &l, ",%s=\"", job[i].key, cut);
 	}
 	/* %r: torchrun's global rank, else Slurm's task rank. */
 	const char *r = getenv("RANK");
