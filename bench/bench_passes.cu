@@ -74,9 +74,8 @@ __device__ __forceinline__ void wgmma_fp8(float (&d)[48], uint64_t da, uint64_t 
 __device__ __forceinline__ void wgmma_fp8(float (&d)[32], const uint32_t (&a)[4], uint64_t db, int scale_d)
 {
 	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-		     "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 "
-		     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "
-		     "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
+		     "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 " CG_R32
+		     ", {%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
 		     : CG_F16(d, 0), CG_F16(d, 16)
 		     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));
 }

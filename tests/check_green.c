@@ -220,7 +220,7 @@ static CUcontext create_context(int affinity)
  * the primary context, the primary context current, a green one current. */
 enum { ON_PRIMARY_STREAM, PRIMARY_CURRENT, GREEN_CURRENT, WHERE };
 
-static CUresult launch_created(int affinity, int where, CUfunction *out)
+static CUresult launch_created(int affinity, int where)
 {
 	CUcontext own = create_context(affinity);
 	CUfunction f = load_in(own);
@@ -229,8 +229,6 @@ static CUresult launch_created(int affinity, int where, CUfunction *out)
 		ck_assert_int_eq(cuCtxSetCurrent(primary[0]), CUDA_SUCCESS);
 		ck_assert_int_eq(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
 	}
-	if (out)
-		*out = f;
 	fake_reset();
 	return launch(f, where == GREEN_CURRENT ? gctx[0][0] : where == ON_PRIMARY_STREAM ? own
 										       : primary[0],
@@ -245,7 +243,7 @@ static CUresult launch_created(int affinity, int where, CUfunction *out)
 START_TEST(created_context_crosses_under_error)
 {
 	struct fake_stats st;
-	CUresult rc = launch_created(AFFINITY, PLACE, NULL);
+	CUresult rc = launch_created(AFFINITY, PLACE);
 	fake_get_stats(&st);
 	ck_assert_int_eq(rc, CUDA_ERROR_INVALID_HANDLE);
 	ck_assert_uint_eq(st.invalid_handle, 0);
@@ -258,7 +256,7 @@ END_TEST
 
 START_TEST(created_context_crosses_under_abort)
 {
-	launch_created(AFFINITY, PLACE, NULL);
+	launch_created(AFFINITY, PLACE);
 }
 END_TEST
 
@@ -267,7 +265,7 @@ START_TEST(created_context_crosses_under_warn)
 {
 	struct fake_stats st;
 	capture_start();
-	CUresult rc = launch_created(AFFINITY, PLACE, NULL);
+	CUresult rc = launch_created(AFFINITY, PLACE);
 	const char *err = capture_end();
 	fake_get_stats(&st);
 	ck_assert_int_eq(rc, CUDA_ERROR_INVALID_HANDLE);
@@ -283,7 +281,7 @@ START_TEST(created_context_crosses_under_redirect)
 {
 	fake_trace_start();
 	capture_start();
-	CUresult rc = launch_created(AFFINITY, PLACE, NULL);
+	CUresult rc = launch_created(AFFINITY, PLACE);
 	const char *err = capture_end();
 	size_t n = fake_trace(trace, 4096);
 	assert_ran(rc, 1);

@@ -4,21 +4,20 @@
 # (one check validates the Kubernetes manifests against the schemas it ships)
 # and jsonschema (the log records against docs/log-schema.json).
 set -e
-if ! command -v kubernetes-validate >/dev/null 2>&1; then
-	echo "ctxguard: installing kubernetes-validate (pip) for the manifests' check..." >&2
+# pip_install PACKAGE FOR CHECK: installs PACKAGE (pip) for FOR, or says
+# that CHECK fails until it is installed.
+pip_install() {
+	echo "ctxguard: installing $1 (pip) for $2..." >&2
 	python3 -m pip install --quiet --disable-pip-version-check --retries 0 --timeout 10 \
-		kubernetes-validate >/dev/null 2>&1 ||
-		echo "ctxguard: could not install it; the check kubernetes_manifests_validate will fail until" \
-			"you run: python3 -m pip install kubernetes-validate" >&2
-fi
+		"$1" >/dev/null 2>&1 ||
+		echo "ctxguard: could not install it; $3 will fail until" \
+			"you run: python3 -m pip install $1" >&2
+}
+command -v kubernetes-validate >/dev/null 2>&1 ||
+	pip_install kubernetes-validate "the manifests' check" "the check kubernetes_manifests_validate"
 # jsonschema: the log records' check (tests/log_schema.py)
-if ! python3 -c 'import jsonschema' >/dev/null 2>&1; then
-	echo "ctxguard: installing jsonschema (pip) for the log records' check..." >&2
-	python3 -m pip install --quiet --disable-pip-version-check --retries 0 --timeout 10 \
-		jsonschema >/dev/null 2>&1 ||
-		echo "ctxguard: could not install it; the log schema check will fail until" \
-			"you run: python3 -m pip install jsonschema" >&2
-fi
+python3 -c 'import jsonschema' >/dev/null 2>&1 ||
+	pip_install jsonschema "the log records' check" "the log schema check"
 if pkg-config --exists check 2>/dev/null; then
 	exit 0
 fi

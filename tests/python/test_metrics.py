@@ -10,17 +10,11 @@ import subprocess
 import sys
 import tempfile
 
+from checklist import check, finish
 from prometheus_client.parser import text_string_to_metric_families
 
 IDENTITY = {"host", "rank", "local_rank", "torchelastic_run_id", "slurm_job_id", "slurm_procid",
             "slurm_localid", "pod", "namespace"}
-results = []
-
-
-def check(name, ok, detail=""):
-    results.append(ok)
-    print("%s - %s%s" % ("ok" if ok else "not ok", name, " (%s)" % detail if detail else ""), flush=True)
-
 
 build = sys.argv[1]
 with tempfile.TemporaryDirectory() as tmp:
@@ -43,6 +37,4 @@ for fam in families:
               "extra %s" % sorted(extra))
         if s.name == "ctxguard_crossings_total" and s.labels.get("action") == "warn":
             check("one warn crossing counted", s.value == 1, s.value)
-failed = results.count(False)
-print("%d passed, %d failed" % (len(results) - failed, failed))
-sys.exit(1 if failed else 0)
+finish()

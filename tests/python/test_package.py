@@ -15,12 +15,7 @@ import os
 import subprocess
 import sys
 
-results = []
-
-
-def check(name, ok, detail=""):
-    results.append(ok)
-    print("%s - %s%s" % ("ok" if ok else "not ok", name, " (%s)" % detail if detail else ""), flush=True)
+from checklist import check, finish
 
 
 def mapped(fragment):
@@ -78,6 +73,4 @@ except RuntimeError as e:
 check("libctxguard.so loaded RTLD_LOCAL: no hook in the global scope",
       not hasattr(ctypes.CDLL(None), "cuLaunchKernel"))
 
-failed = results.count(False)
-print("%d passed, %d failed" % (len(results) - failed, failed))
-sys.exit(1 if failed else 0)
+finish()

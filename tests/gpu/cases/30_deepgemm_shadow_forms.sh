@@ -23,5 +23,5 @@ show forms
 [[ $STATUS != 5 ]] || skip "$(tail -n 1 "$TMP/forms.out")"
 grep -q '^deepgemm_real: ok$' "$TMP/forms.out" || { evidence forms; fail "DeepGEMM's results are wrong against torch"; }
 calls=$(grep -oE '^deepgemm_real: [0-9]+ GEMM calls' "$TMP/forms.out" | grep -oE '[0-9]+')
-expect_shadowed forms "${calls:-1}" 'with BLOCK_M 64: ' 
+expect_shadowed forms "${calls:-1}" 'with BLOCK_M 64: '
 pass "every DeepGEMM GEMM launch decoded and matched under --shadow"
