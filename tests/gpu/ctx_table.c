@@ -22,19 +22,21 @@ static const char *ptx;
 static CUdevice dev;
 static CUcontext primary;
 
+static void die(const char *what, CUresult rc)
+{
+	const char *name = NULL;
+	cuGetErrorName(rc, &name);
+	fprintf(stderr, "ctx_table: %s: %s\n", what, name ? name : "?");
+	exit(2);
+}
+
+#define TRY(call) do { CUresult rc_ = (call); if (rc_ != CUDA_SUCCESS) die(#call, rc_); } while (0)
+
 static const char *err_name(CUresult rc)
 {
 	const char *name = NULL;
 	return cuGetErrorName(rc, &name) == CUDA_SUCCESS && name ? name : "?";
 }
-
-static void die(const char *what, CUresult rc)
-{
-	fprintf(stderr, "ctx_table: %s: %s\n", what, err_name(rc));
-	exit(2);
-}
-
-#define TRY(call) do { CUresult rc_ = (call); if (rc_ != CUDA_SUCCESS) die(#call, rc_); } while (0)
 
 static char *slurp(const char *path)
 {
@@ -62,23 +64,6 @@ static CUfunction load_here(void)
 	TRY(cuModuleLoadData(&m, ptx));
 	TRY(cuModuleGetFunction(&f, m, "add1"));
 	return f;
-}
-
-/* The module's add1 loaded with ctx current. */
-static CUfunction load_in(CUcontext ctx)
-{
-	TRY(cuCtxSetCurrent(ctx));
-	return load_here();
-}
-
-/* add1 as a context-independent CUkernel. */
-static CUkernel library_kernel(void)
-{
-	CUlibrary l;
-	CUkernel k;
-	TRY(cuLibraryLoadData(&l, ptx, NULL, NULL, 0, NULL, NULL, 0));
-	TRY(cuLibraryGetKernel(&k, l, "add1"));
-	return k;
 }
 
 /* One of two green contexts over disjoint halves of the device's SMs. */
@@ -179,13 +164,6 @@ static int report(CUresult lrc, CUdeviceptr p, CUcontext owner_of_p)
 	return 0;
 }
 
-/* f launched on a new stream of the primary context, the primary current. */
-static int on_primary_stream(CUfunction f)
-{
-	CUstream s = primary_stream();
-	return report(launch(f, primary, s, buf), buf, primary);
-}
-
 static CUdeviceptr zeroed(void)
 {
 	CUdeviceptr p;
@@ -219,26 +197,38 @@ static int run_row(const char *r)
 		f = load_here();
 		return report(launch(f, green_ctx(0), NULL, buf), buf, primary);
 	}
-	ROW("green_module_primary_stream")
-		return on_primary_stream(load_in(green_ctx(0)));
+	ROW("green_module_primary_stream") {
+		TRY(cuCtxSetCurrent(green_ctx(0)));
+		f = load_here();
+		s = primary_stream();
+		return report(launch(f, primary, s, buf), buf, primary);
+	}
 	ROW("green_stream_primary_module") {
 		f = load_here();
 		return report(launch(f, primary, green_stream(0), buf), buf, primary);
 	}
 	ROW("green_module_other_green_stream") {
-		f = load_in(green_ctx(0));
+		TRY(cuCtxSetCurrent(green_ctx(0)));
+		f = load_here();
 		s = green_stream(1);
 		return report(launch(f, green_ctx(1), s, buf), buf, primary);
 	}
 	ROW("green_kernel_library") {
-		CUkernel k = library_kernel();
+		CUlibrary l;
+		CUkernel k;
+		TRY(cuLibraryLoadData(&l, ptx, NULL, NULL, 0, NULL, NULL, 0));
+		TRY(cuLibraryGetKernel(&k, l, "add1"));
 		return report(launch((CUfunction)k, green_ctx(1), green_stream(1), buf), buf, primary);
 	}
 	ROW("green_kernel_get_function") {
-		CUkernel k = library_kernel();
+		CUlibrary l;
+		CUkernel k;
+		TRY(cuLibraryLoadData(&l, ptx, NULL, NULL, 0, NULL, NULL, 0));
+		TRY(cuLibraryGetKernel(&k, l, "add1"));
 		TRY(cuCtxSetCurrent(green_ctx(0)));
 		TRY(cuKernelGetFunction(&f, k));
-		return on_primary_stream(f);
+		s = primary_stream();
+		return report(launch(f, primary, s, buf), buf, primary);
 	}
 	ROW("green_graph_primary_launch") {
 		f = load_here();
@@ -251,8 +241,13 @@ static int run_row(const char *r)
 		CUgraphExec e = captured(f, primary_stream(), primary);
 		return report(cuGraphLaunch(e, green_stream(1)), buf, primary);
 	}
-	ROW("created_module_primary_stream")
-		return on_primary_stream(load_in(created(0)));
+	ROW("created_module_primary_stream") {
+		CUcontext c = created(0);
+		TRY(cuCtxSetCurrent(c));
+		f = load_here();
+		s = primary_stream();
+		return report(launch(f, primary, s, buf), buf, primary);
+	}
 	ROW("created_current_primary_module") {
 		f = load_here();
 		CUcontext c = created(0);
@@ -266,8 +261,13 @@ static int run_row(const char *r)
 		s = primary_stream();
 		return report(launch(f, primary, s, p), p, c);
 	}
-	ROW("affinity_module_primary_stream")
-		return on_primary_stream(load_in(created(8)));
+	ROW("affinity_module_primary_stream") {
+		CUcontext c = created(8);
+		TRY(cuCtxSetCurrent(c));
+		f = load_here();
+		s = primary_stream();
+		return report(launch(f, primary, s, buf), buf, primary);
+	}
 	ROW("affinity_current_primary_module") {
 		f = load_here();
 		CUcontext c = created(8);
