@@ -11,18 +11,18 @@
 
 #include "regex.h"
 
-#define MAX_COUNT 4096         /* m and n of {m,n} */
-#define MAX_DEPTH 128          /* nested groups */
-#define MAX_LENGTH 1024        /* bytes: the tree's depth (policy/regex_bound.c: 256) */
+#define MAX_COUNT 4096  /* m and n of {m,n} */
+#define MAX_DEPTH 128   /* nested groups */
+#define MAX_LENGTH 1024 /* bytes: the tree's depth (policy/regex_bound.c: 256) */
 #define INF (-1)
 
 enum node_type { N_EMPTY, N_BYTE, N_ANY, N_SET, N_BOL, N_EOL, N_CAT, N_ALT, N_REPEAT };
 
 struct node {
 	enum node_type type;
-	int a, b;              /* children (CAT, ALT; REPEAT: a) */
-	int m, n;              /* REPEAT: {m,n}, n INF for no bound */
-	int arg;               /* BYTE: the byte; SET: the set's index */
+	int a, b; /* children (CAT, ALT; REPEAT: a) */
+	int m, n; /* REPEAT: {m,n}, n INF for no bound */
+	int arg;  /* BYTE: the byte; SET: the set's index */
 };
 
 enum op { I_BYTE, I_ANY, I_SET, I_BOL, I_EOL, I_SPLIT, I_JMP, I_MATCH };
@@ -30,13 +30,13 @@ enum op { I_BYTE, I_ANY, I_SET, I_BOL, I_EOL, I_SPLIT, I_JMP, I_MATCH };
 struct insn {
 	uint8_t op;
 	uint8_t byte;
-	int x, y;              /* SPLIT: both; JMP: x; SET: x the set's index */
+	int x, y; /* SPLIT: both; JMP: x; SET: x the set's index */
 };
 
 struct cg_regex {
 	struct insn *insn;
 	int ninsn;
-	uint8_t (*sets)[32];   /* bracket expressions, one bit per byte */
+	uint8_t (*sets)[32]; /* bracket expressions, one bit per byte */
 };
 
 struct parser {
@@ -76,19 +76,31 @@ static int node(struct parser *ps, enum node_type type, int a, int b)
 
 /* ---- bracket expressions ---- */
 
-static void set_bit(uint8_t *set, unsigned c) { set[c >> 3] |= (uint8_t)(1u << (c & 7)); }
+static void set_bit(uint8_t *set, unsigned c)
+{
+	set[c >> 3] |= (uint8_t)(1u << (c & 7));
+}
 
 /* Whether byte c is in the class name (len bytes): ASCII's classes,
  * whatever the locale; -1 for no such class. */
 static int in_class(const char *name, size_t len, unsigned c)
 {
-	int upper = c >= 'A' && c <= 'Z', lower = c >= 'a' && c <= 'z', digit = c >= '0' && c <= '9';
+	int upper = c >= 'A' && c <= 'Z', lower = c >= 'a' && c <= 'z',
+	    digit = c >= '0' && c <= '9';
 	int alpha = upper || lower, graph = c > 0x20 && c < 0x7f;
-	static const char *const names[] = {"alpha", "digit", "alnum", "upper",  "lower", "space",
+	static const char *const names[] = {"alpha", "digit", "alnum", "upper", "lower", "space",
 					    "blank", "punct", "print", "graph", "cntrl", "xdigit"};
-	int has[] = {alpha, digit, alpha || digit, upper, lower,
-		     c == ' ' || (c >= '\t' && c <= '\r'), c == ' ' || c == '\t',
-		     graph && !alpha && !digit, graph || c == ' ', graph, c < 0x20 || c == 0x7f,
+	int has[] = {alpha,
+		     digit,
+		     alpha || digit,
+		     upper,
+		     lower,
+		     c == ' ' || (c >= '\t' && c <= '\r'),
+		     c == ' ' || c == '\t',
+		     graph && !alpha && !digit,
+		     graph || c == ' ',
+		     graph,
+		     c < 0x20 || c == 0x7f,
 		     digit || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')};
 	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
 		if (strlen(names[i]) == len && memcmp(names[i], name, len) == 0)
@@ -125,7 +137,7 @@ static int bracket(struct parser *ps)
 		if (c[0] == '[' && (c[1] == '.' || c[1] == '=')) {
 			ps->p++;
 			return fail(ps, "collating elements and equivalence classes ([. .] [= =])"
-				    " are not supported");
+					" are not supported");
 		}
 		if (c[0] == '[' && c[1] == ':') {
 			const char *name = ps->p + 2, *close = strstr(name, ":]");
@@ -207,7 +219,7 @@ static int atom(struct parser *ps)
 		if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
 			ps->p--;
 			return fail(ps, "back-references and GNU escapes (\\1, \\w, \\b, \\<...)"
-				    " are not supported; write a bracket expression");
+					" are not supported; write a bracket expression");
 		}
 		break;
 	case '*':
@@ -241,9 +253,15 @@ static int quantifier(struct parser *ps, int *m, int *n)
 {
 	const char *at = ps->p;
 	switch (*ps->p) {
-	case '*': *m = 0, *n = INF; break;
-	case '+': *m = 1, *n = INF; break;
-	case '?': *m = 0, *n = 1; break;
+	case '*':
+		*m = 0, *n = INF;
+		break;
+	case '+':
+		*m = 1, *n = INF;
+		break;
+	case '?':
+		*m = 0, *n = 1;
+		break;
 	case '{': {
 		ps->p++;
 		int digits = *ps->p >= '0' && *ps->p <= '9';
@@ -258,7 +276,7 @@ static int quantifier(struct parser *ps, int *m, int *n)
 		if (*ps->p != '}' || *n == -2) {
 			ps->p = at;
 			return fail(ps, "a '{' that starts no interval {m}, {m,}, {m,n} or {,n}"
-				    " (write \\{ for the brace)");
+					" (write \\{ for the brace)");
 		}
 		if (*m > MAX_COUNT || *n > MAX_COUNT) {
 			ps->p = at;
@@ -391,18 +409,18 @@ static void emit(const struct node *nodes, int i, struct insn *code, int *pc)
 	case N_REPEAT:
 		for (int k = 0; k < nd->m - (nd->n == INF && nd->m > 0); k++)
 			emit(nodes, nd->a, code, pc);
-		if (nd->n == INF && nd->m > 0) {         /* e+ */
+		if (nd->n == INF && nd->m > 0) { /* e+ */
 			at = *pc;
 			emit(nodes, nd->a, code, pc);
 			code[*pc] = (struct insn){I_SPLIT, 0, at, *pc + 1};
 			(*pc)++;
-		} else if (nd->n == INF) {               /* e* */
+		} else if (nd->n == INF) { /* e* */
 			at = (*pc)++;
 			emit(nodes, nd->a, code, pc);
 			code[*pc] = (struct insn){I_JMP, 0, at, 0};
 			(*pc)++;
 			code[at] = (struct insn){I_SPLIT, 0, at + 1, *pc};
-		} else {                                 /* e? n-m times */
+		} else { /* e? n-m times */
 			for (int k = nd->m; k < nd->n; k++) {
 				at = (*pc)++;
 				emit(nodes, nd->a, code, pc);
@@ -426,8 +444,10 @@ struct cg_regex *cg_regex_compile(const char *pattern, char *err, size_t n)
 		root = fail(&ps, "unmatched )");
 	long len = root >= 0 ? size(ps.nodes, root) + 1 : 0;
 	if (root >= 0 && len > CG_REGEX_MAX_INSNS) {
-		snprintf(err, n, "regular expression compiles to more than %d instructions,"
-			 " a bound that keeps matching fast; repeat less", CG_REGEX_MAX_INSNS);
+		snprintf(err, n,
+			 "regular expression compiles to more than %d instructions,"
+			 " a bound that keeps matching fast; repeat less",
+			 CG_REGEX_MAX_INSNS);
 		root = -1;
 	}
 	if (root >= 0) {
@@ -540,7 +560,8 @@ int cg_regex_search(const struct cg_regex *re, const char *s)
 			int takes = in->op == I_ANY || (in->op == I_BYTE && in->byte == c) ||
 				    (in->op == I_SET && (re->sets[in->x][c >> 3] >> (c & 7) & 1));
 			if (takes)
-				found = add(re, &next, mark, stamp, stack, cur.pc[k] + 1, s, at + 1);
+				found = add(re, &next, mark, stamp, stack, cur.pc[k] + 1, s,
+					    at + 1);
 		}
 		struct list t = cur;
 		cur = next;

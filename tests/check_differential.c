@@ -55,8 +55,9 @@ START_TEST(seed)
 	ck_assert_msg(v >= 0, "%s: %s", seeds[_i].file, why);
 	if (*seeds[_i].refusal) {
 		ck_assert_msg(v == 0, "%s: redirected", seeds[_i].file);
-		ck_assert_msg(strstr(refusal, seeds[_i].refusal), "%s: refused with '%s', expected '%s'",
-			      seeds[_i].file, refusal, seeds[_i].refusal);
+		ck_assert_msg(strstr(refusal, seeds[_i].refusal),
+			      "%s: refused with '%s', expected '%s'", seeds[_i].file, refusal,
+			      seeds[_i].refusal);
 	} else {
 		ck_assert_msg(v == 1, "%s: refused: %s", seeds[_i].file, refusal);
 	}

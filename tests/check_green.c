@@ -26,9 +26,9 @@ static const char image[] = "//ctxguard-fake-image\n.kernel " HELPER " 8,8,4\n";
 enum { SIZE = 1 << 20 };
 
 static CUcontext primary[2];
-static CUgreenCtx green[2][2];     /* two green contexts on each device */
-static CUcontext gctx[2][2];       /* their CUcontexts */
-static CUdeviceptr mem[2];         /* allocated in each primary context */
+static CUgreenCtx green[2][2]; /* two green contexts on each device */
+static CUcontext gctx[2][2];   /* their CUcontexts */
+static CUdeviceptr mem[2];     /* allocated in each primary context */
 
 typedef CUresult (*green_create_fn)(CUgreenCtx *, CUdevResourceDesc, CUdevice, unsigned);
 typedef CUresult (*green_as_ctx_fn)(CUcontext *, CUgreenCtx);
@@ -183,7 +183,8 @@ START_TEST(cukernel_runs_in_green_contexts)
 {
 	CUlibrary lib;
 	CUkernel k;
-	ck_assert_int_eq(cuLibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0), CUDA_SUCCESS);
+	ck_assert_int_eq(cuLibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0),
+			 CUDA_SUCCESS);
 	ck_assert_int_eq(cuLibraryGetKernel(&k, lib, HELPER), CUDA_SUCCESS);
 	fake_reset();
 	assert_ran(launch((CUfunction)k, gctx[0][0], NULL, mem[0]), 1);
@@ -230,8 +231,10 @@ static CUresult launch_created(int affinity, int where)
 		ck_assert_int_eq(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
 	}
 	fake_reset();
-	return launch(f, where == GREEN_CURRENT ? gctx[0][0] : where == ON_PRIMARY_STREAM ? own
-										       : primary[0],
+	return launch(f,
+		      where == GREEN_CURRENT       ? gctx[0][0]
+		      : where == ON_PRIMARY_STREAM ? own
+						   : primary[0],
 		      s, mem[0]);
 }
 
@@ -289,7 +292,8 @@ START_TEST(created_context_crosses_under_redirect)
 	char where[96];
 	snprintf(where, sizeof where, "to context %p of device 0 (re-homed)", (void *)primary[0]);
 	ck_assert_msg(strstr(err, "ctxguard: redirect: ") && strstr(err, " from context ") &&
-			      strstr(err, where), "%s", err);
+			      strstr(err, where),
+		      "%s", err);
 	size_t run = find(n, 0, "launch", primary[0], NULL, NULL);
 	ck_assert_msg(run < n, "not run in device 0's primary context");
 	ck_assert_str_eq(trace[run].kernel, HELPER);

@@ -16,23 +16,102 @@
 static const char *const names[] = {
 	"_ZN9deep_gemm19sm90_bf16_gemm_implILj0EEEvPijjj14CUtensorMap_stS2_S2_",
 	"void deep_gemm::sm90_bf16_gemm_impl<0u>(int*, unsigned int)",
-	"fused_add_12", "fused_mul_7", "fused_sub_3", "fused_add_", "xfused_add_1", "fused_add_1x",
-	"/opt/lib/mine/k.fatbin", "/opt/lib/mine/k.fatbin.bak", "k.cubin", "du", "duuuu", "d",
-	"a+b", "a++", "[x]", "]", "+*?", "aab", "abcabc", "", "x", "CUTLASS::Gemm<float, 128>",
-	"a\nb", "tab\there", "caf\xc3\xa9", "\xff\xfe", "{}", "a{2}", "a.b", "a\\b", "::",
-	"ns::conv<int>(int*)", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaab",
+	"fused_add_12",
+	"fused_mul_7",
+	"fused_sub_3",
+	"fused_add_",
+	"xfused_add_1",
+	"fused_add_1x",
+	"/opt/lib/mine/k.fatbin",
+	"/opt/lib/mine/k.fatbin.bak",
+	"k.cubin",
+	"du",
+	"duuuu",
+	"d",
+	"a+b",
+	"a++",
+	"[x]",
+	"]",
+	"+*?",
+	"aab",
+	"abcabc",
+	"",
+	"x",
+	"CUTLASS::Gemm<float, 128>",
+	"a\nb",
+	"tab\there",
+	"caf\xc3\xa9",
+	"\xff\xfe",
+	"{}",
+	"a{2}",
+	"a.b",
+	"a\\b",
+	"::",
+	"ns::conv<int>(int*)",
+	"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaab",
 };
 
 static const char *const patterns[] = {
-	"^fused_(add|mul)_[0-9]+$", "\\.fatbin$", "deep_gemm", "^_ZN9deep_gemm", "gemm_impl<.*>",
-	"[+*?]{2}", "x[]+]+", "[]+]+", "a{2,4}b{3,}c?d*", "[[:alpha:]_]+::[^]+]*", "\\++", "a{,3}b{,}c",
-	"^$", "^", "$", "a|b|c", "(a|ab)(c|bcd)", "(a*)*b", "(a|)+b", "()", "(|a)", "x*", ".", "^.$",
-	"[^a-z]", "[a-]", "[-a]", "[]a]", "[^]a]", "[[:digit:][:upper:]]", "[[:space:]]",
-	"[[:punct:]]", "[[:xdigit:]]+$", "[[:cntrl:]]", "[[:print:]]", "[[:graph:]]", "[[:blank:]]",
-	"[[:lower:]][[:alnum:]]", "a\\{2\\}", "\\[x\\]", "\\\\", "a\\.b", "(^a|b$)", "a^b", "a$b",
-	"(a+)+b", "((a|b)*c){2}", "a{0}b", "a{1}", "(ab){1,3}$", "[\xc3\xa9]", "\xc3\xa9",
-	".*.*.*=.*", "(x?y?z?w?){3}", "^(a*b*c*){2,5}$", "}", "a}", "]",
-	"CUTLASS::Gemm<[a-z]+, [0-9]{3}>", "(.*)(.*)(.*)(.*)(.*)b$",
+	"^fused_(add|mul)_[0-9]+$",
+	"\\.fatbin$",
+	"deep_gemm",
+	"^_ZN9deep_gemm",
+	"gemm_impl<.*>",
+	"[+*?]{2}",
+	"x[]+]+",
+	"[]+]+",
+	"a{2,4}b{3,}c?d*",
+	"[[:alpha:]_]+::[^]+]*",
+	"\\++",
+	"a{,3}b{,}c",
+	"^$",
+	"^",
+	"$",
+	"a|b|c",
+	"(a|ab)(c|bcd)",
+	"(a*)*b",
+	"(a|)+b",
+	"()",
+	"(|a)",
+	"x*",
+	".",
+	"^.$",
+	"[^a-z]",
+	"[a-]",
+	"[-a]",
+	"[]a]",
+	"[^]a]",
+	"[[:digit:][:upper:]]",
+	"[[:space:]]",
+	"[[:punct:]]",
+	"[[:xdigit:]]+$",
+	"[[:cntrl:]]",
+	"[[:print:]]",
+	"[[:graph:]]",
+	"[[:blank:]]",
+	"[[:lower:]][[:alnum:]]",
+	"a\\{2\\}",
+	"\\[x\\]",
+	"\\\\",
+	"a\\.b",
+	"(^a|b$)",
+	"a^b",
+	"a$b",
+	"(a+)+b",
+	"((a|b)*c){2}",
+	"a{0}b",
+	"a{1}",
+	"(ab){1,3}$",
+	"[\xc3\xa9]",
+	"\xc3\xa9",
+	".*.*.*=.*",
+	"(x?y?z?w?){3}",
+	"^(a*b*c*){2,5}$",
+	"}",
+	"a}",
+	"]",
+	"CUTLASS::Gemm<[a-z]+, [0-9]{3}>",
+	"(.*)(.*)(.*)(.*)(.*)b$",
 };
 
 /* glibc's answer: 1 match, 0 none, -1 it does not compile. */
@@ -56,7 +135,8 @@ static void agree(const char *pattern, const char *const *strings, size_t nstrin
 	}
 	ck_assert_msg(re, "%s: %s", pattern, err);
 	for (size_t i = 0; i < nstrings; i++) {
-		int ours = cg_regex_search(re, strings[i]), theirs = glibc_search(pattern, strings[i]);
+		int ours = cg_regex_search(re, strings[i]),
+		    theirs = glibc_search(pattern, strings[i]);
 		ck_assert_msg(ours == theirs, "re:%s on \"%s\": ours %d, glibc %d", pattern,
 			      strings[i], ours, theirs);
 	}
@@ -87,8 +167,8 @@ static unsigned pick(unsigned n)
 
 static void gen(char *out, size_t *o, size_t cap, int depth)
 {
-	static const char *const atoms[] = {"a", "b", "c", ".", "[ab]", "[^a]", "[a-b]", "\\.",
-					    "[[:alpha:]]"};
+	static const char *const atoms[] = {"a",    "b",     "c",   ".",          "[ab]",
+					    "[^a]", "[a-b]", "\\.", "[[:alpha:]]"};
 	static const char *const quants[] = {"*", "+", "?", "{0,2}", "{2}", "{1,}", "{,1}", "{0}"};
 	int items = 1 + (int)pick(3);
 	for (int i = 0; i < items && *o + 24 < cap; i++) {
@@ -107,7 +187,8 @@ static void gen(char *out, size_t *o, size_t cap, int depth)
 			*o += (size_t)sprintf(out + *o, "%s", a);
 		}
 		if (pick(3) == 0)
-			*o += (size_t)sprintf(out + *o, "%s", quants[pick(sizeof quants / sizeof quants[0])]);
+			*o += (size_t)sprintf(out + *o, "%s",
+					      quants[pick(sizeof quants / sizeof quants[0])]);
 	}
 	out[*o] = 0;
 }
@@ -172,7 +253,8 @@ START_TEST(refuses_what_it_does_not_support)
 		{"(a*b*c*d*e*f*g*h*){4095}", "more than 4096 instructions"},
 		{"(x?y?z?w?){4095}", "more than 4096 instructions"},
 		{"((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((("
-		 "((((((((((((((((((((((((((((((((((((((((((((((((((a", "nested too deep"},
+		 "((((((((((((((((((((((((((((((((((((((((((((((((((a",
+		 "nested too deep"},
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 		char err[256] = "";
@@ -194,14 +276,14 @@ static double ms_since(const struct timespec *t0)
  * accepted compile as fast and search a 4 KB name in bounded time. */
 START_TEST(bounded_compile_and_search)
 {
-	static const char *const blowups[] = {
-		"(.*.*.*.*.*.*.*.*.*.*.*.*.*.*.*.*){4095}", "(a*b*c*d*e*f*g*h*){4095}",
-		"(x?y?z?w?){4095}"};
+	static const char *const blowups[] = {"(.*.*.*.*.*.*.*.*.*.*.*.*.*.*.*.*){4095}",
+					      "(a*b*c*d*e*f*g*h*){4095}", "(x?y?z?w?){4095}"};
 	char text[512];
 	struct timespec t0;
 	for (size_t i = 0; i < sizeof blowups / sizeof blowups[0]; i++) {
 		struct cg_policy p;
-		snprintf(text, sizeof text, "[rule r]\nkernel = keep\nkernel = re:%s\n", blowups[i]);
+		snprintf(text, sizeof text, "[rule r]\nkernel = keep\nkernel = re:%s\n",
+			 blowups[i]);
 		cg_policy_init(&p);
 		clock_gettime(CLOCK_MONOTONIC, &t0);
 		cg_policy_parse(&p, text, "t.conf");

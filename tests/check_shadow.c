@@ -97,8 +97,8 @@ END_TEST
 
 /* Real instantiations (nvcc -arch=sm_90a, the template shapes of DESIGN.md):
  * m-grouped contiguous, its kWithAccumulation form, and Normal. */
-#define GEMM_PREFIX                                                                               \
-	"_ZN9deep_gemm19sm90_bf16_gemm_implILN4cute4UMMA5MajorE0ELS3_0ELj0ELj0ELj0ELj%cELj128ELj" \
+#define GEMM_PREFIX                                                                                \
+	"_ZN9deep_gemm19sm90_bf16_gemm_implILN4cute4UMMA5MajorE0ELS3_0ELj0ELj0ELj0ELj%cELj128ELj"  \
 	"128ELj64ELj128ELj128ELj128ELj5ELj128ELj256ELj1ELb1ELj132ELNS_8GemmTypeE%cELb%cEN7cutlass" \
 	"10bfloat16_tEEEvPijjj14CUtensorMap_stS8_S8_"
 enum gemm { CONTIGUOUS, ACCUMULATING, NORMAL, NGEMMS };
@@ -109,7 +109,7 @@ static char names[NGEMMS][512];
 static CUcontext ctx[2];
 static CUstream stream;
 static CUfunction gemm[NGEMMS];
-static CUdeviceptr a, b, d, layout, far_b; /* far_b on device 1 */
+static CUdeviceptr a, b, d, layout, far_b;   /* far_b on device 1 */
 static CUtensorMap ta, tb, tb_one, td, tfar; /* tb_one: Normal's one group */
 
 static CUdeviceptr alloc_on(int dev)
@@ -180,16 +180,23 @@ static CUresult launch(enum gemm which, const CUtensorMap *mb, int extra_buffer,
 	void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, buf, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
 			 CU_LAUNCH_PARAM_END};
 	if (cooperative)
-		return cuLaunchCooperativeKernel(gemm[which], 132, 1, 1, 384, 1, 1, GEMM_SMEM, stream,
-						 params);
+		return cuLaunchCooperativeKernel(gemm[which], 132, 1, 1, 384, 1, 1, GEMM_SMEM,
+						 stream, params);
 	/* DeepGEMM's configuration for these names: one CTA per SM, its
 	 * pipeline's shared memory (stages of A and B, D, barriers), a
 	 * cluster of kNumTMAMulticast */
 	CUlaunchAttribute attr = {.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,
 				  .value.clusterDim = {1, 1, 1}};
-	CUlaunchConfig cfg = {.gridDimX = 132, .gridDimY = 1, .gridDimZ = 1, .blockDimX = 384,
-			      .blockDimY = 1, .blockDimZ = 1, .sharedMemBytes = GEMM_SMEM,
-			      .hStream = stream, .attrs = &attr, .numAttrs = 1};
+	CUlaunchConfig cfg = {.gridDimX = 132,
+			      .gridDimY = 1,
+			      .gridDimZ = 1,
+			      .blockDimX = 384,
+			      .blockDimY = 1,
+			      .blockDimZ = 1,
+			      .sharedMemBytes = GEMM_SMEM,
+			      .hStream = stream,
+			      .attrs = &attr,
+			      .numAttrs = 1};
 	return cuLaunchKernelEx(&cfg, gemm[which], extra_buffer ? NULL : params,
 				extra_buffer ? extra : NULL);
 }
@@ -197,15 +204,15 @@ static CUresult launch(enum gemm which, const CUtensorMap *mb, int extra_buffer,
 /* Each child: the setup, the launch, then its own checks (exit 3 and a
  * line on stderr when one fails). */
 enum child {
-	MATCH,            /* D as the fake leaves it: zeros, like the scratch */
-	MISMATCH,         /* row 130 (expert 1's) of D made nonzero */
-	PADDING_ONLY,     /* row 110 (padding) made nonzero: not compared */
-	NORMAL_MATCH,     /* GemmType::Normal, through the zeros layout */
-	ACCUMULATE,       /* kWithAccumulation: undecodable */
-	EXTRA_BUFFER,     /* parameters in the extra buffer: undecodable */
-	CAPTURING,        /* a capturing stream: undecodable */
-	COOPERATIVE,      /* cuLaunchCooperativeKernel: undecodable */
-	CROSSING,         /* B on device 1 (mode warn): the crossing, no shadow */
+	MATCH,        /* D as the fake leaves it: zeros, like the scratch */
+	MISMATCH,     /* row 130 (expert 1's) of D made nonzero */
+	PADDING_ONLY, /* row 110 (padding) made nonzero: not compared */
+	NORMAL_MATCH, /* GemmType::Normal, through the zeros layout */
+	ACCUMULATE,   /* kWithAccumulation: undecodable */
+	EXTRA_BUFFER, /* parameters in the extra buffer: undecodable */
+	CAPTURING,    /* a capturing stream: undecodable */
+	COOPERATIVE,  /* cuLaunchCooperativeKernel: undecodable */
+	CROSSING,     /* B on device 1 (mode warn): the crossing, no shadow */
 	NCHILDREN
 };
 static enum child child_kind;
@@ -260,10 +267,10 @@ static void run_child(void)
 {
 	static struct fake_call trace[4096];
 	setup_launches();
-	const CUtensorMap *mb = child_kind == CROSSING		? &tfar
+	const CUtensorMap *mb = child_kind == CROSSING       ? &tfar
 				: child_kind == NORMAL_MATCH ? &tb_one
 							     : &tb;
-	enum gemm which = child_kind == ACCUMULATE ? ACCUMULATING
+	enum gemm which = child_kind == ACCUMULATE     ? ACCUMULATING
 			  : child_kind == NORMAL_MATCH ? NORMAL
 						       : CONTIGUOUS;
 	if (child_kind == MISMATCH)
@@ -273,7 +280,8 @@ static void run_child(void)
 	if (child_kind == CAPTURING)
 		fake_stream_set_capturing(stream, 1);
 	fake_trace_start();
-	if (launch(which, mb, child_kind == EXTRA_BUFFER, child_kind == COOPERATIVE) != CUDA_SUCCESS)
+	if (launch(which, mb, child_kind == EXTRA_BUFFER, child_kind == COOPERATIVE) !=
+	    CUDA_SUCCESS)
 		child_fail("the launch succeeds");
 	/* a library built without nvcc has no bundled kernel to launch (the
 	 * parent then checks that the launch was counted undecodable) */
@@ -329,9 +337,10 @@ START_TEST(decodable_launch_is_shadowed_under_every_mode)
 	}
 	assert_summary(&r, 1, 0, 0);
 	ck_assert_int_eq(count_of(log, "\"event\":\"shadow\""), 1);
-	ck_assert_msg(strstr(log, "\"layout\":\"contiguous\",\"dtype\":\"bf16\",\"m\":256,"
-				  "\"n\":128,\"k\":128,\"g\":2,\"result\":\"match\",\"reason\":null,"
-				  "\"max_rel_err\":0,"),
+	ck_assert_msg(strstr(log,
+			     "\"layout\":\"contiguous\",\"dtype\":\"bf16\",\"m\":256,"
+			     "\"n\":128,\"k\":128,\"g\":2,\"result\":\"match\",\"reason\":null,"
+			     "\"max_rel_err\":0,"),
 		      "%s", log);
 	ck_assert_msg(strstr(log, "\"rows\":200,\"tolerance\":0.01"), "%s", log);
 	ck_assert_msg(strstr(log, "\"shadow\":{\"shadowed\":1,\"mismatched\":0,\"undecodable\":0}"),
@@ -416,8 +425,8 @@ START_TEST(undecodable_launch_is_counted_with_its_reason)
 			      strstr(log, refused[_i].reason),
 		      "%s", log);
 	ck_assert_msg(strstr(log, "\"max_rel_err\":null"), "%s", log);
-	ck_assert_msg(strstr(r.err, "not shadowed: ") && strstr(r.err, refused[_i].reason),
-		      "%s", r.err);
+	ck_assert_msg(strstr(r.err, "not shadowed: ") && strstr(r.err, refused[_i].reason), "%s",
+		      r.err);
 }
 END_TEST
 
@@ -456,8 +465,7 @@ static void teardown_files(void)
 
 /* shadow after loading with the system file's text, the user's file's
  * text (NULL: none) and variable env (NULL: none). */
-static int shadow_after(const char *system, const char *user, const char *env,
-			struct cg_policy *p)
+static int shadow_after(const char *system, const char *user, const char *env, struct cg_policy *p)
 {
 	const char *sys = in_tmpdir("system.conf"), *mine = in_tmpdir("user.conf");
 	write_to(sys, system, 0);

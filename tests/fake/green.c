@@ -134,8 +134,8 @@ CUresult CUDAAPI cuGreenCtxDestroy(CUgreenCtx hCtx)
 }
 
 /* A green context's streams must not block on the legacy stream. */
-CUresult CUDAAPI cuGreenCtxStreamCreate(CUstream *phStream, CUgreenCtx greenCtx,
-					unsigned int flags, int priority)
+CUresult CUDAAPI cuGreenCtxStreamCreate(CUstream *phStream, CUgreenCtx greenCtx, unsigned int flags,
+					int priority)
 {
 	FAKE_ENTER();
 	if (!fake_pool_live(&green_pool, greenCtx) || flags != CU_STREAM_NON_BLOCKING)

@@ -18,8 +18,8 @@ static uint64_t cdiv(uint64_t x, uint64_t a)
 	return (x + a - 1) / a;
 }
 
-__attribute__((format(printf, 2, 3))) static void undefined(struct dg_semantics *s,
-							   const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static void undefined(struct dg_semantics *s, const char *fmt,
+							    ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -57,15 +57,16 @@ struct expect {
 
 static int as_encoded(const struct cg_tmap *t, const struct expect *e, uint64_t esz)
 {
-	const int sw = e->swizzle == 128 ? CU_TENSOR_MAP_SWIZZLE_128B
-		     : e->swizzle == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
-		     : e->swizzle == 32 ? CU_TENSOR_MAP_SWIZZLE_32B : CU_TENSOR_MAP_SWIZZLE_NONE;
+	const int sw = e->swizzle == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
+		       : e->swizzle == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
+		       : e->swizzle == 32 ? CU_TENSOR_MAP_SWIZZLE_32B
+					  : CU_TENSOR_MAP_SWIZZLE_NONE;
 	const uint64_t box_inner = e->swizzle ? (uint64_t)e->swizzle / esz : e->box_inner;
 	/* the L2 promotion is a cache hint: it changes no result */
 	return t->tiled && t->rank == 2 && t->dtype == e->dtype && t->dims[0] == e->inner &&
-	       t->dims[1] == e->outer && t->strides[0] >= e->min_stride && t->strides[0] % 16 == 0 &&
-	       t->box[0] == box_inner && t->box[1] == e->box_outer && t->swizzle == sw &&
-	       t->elem_strides[0] == 1 && t->elem_strides[1] == 1 &&
+	       t->dims[1] == e->outer && t->strides[0] >= e->min_stride &&
+	       t->strides[0] % 16 == 0 && t->box[0] == box_inner && t->box[1] == e->box_outer &&
+	       t->swizzle == sw && t->elem_strides[0] == 1 && t->elem_strides[1] == 1 &&
 	       t->interleave == CU_TENSOR_MAP_INTERLEAVE_NONE &&
 	       t->oobfill == CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE;
 }
@@ -86,7 +87,8 @@ static int kernel_as_built(const struct dg_launch *l, struct dg_semantics *s)
 	    l->stages < 1 || l->stages > 16 || (l->mcast != 1 && l->mcast != 2) || l->sms < 1 ||
 	    l->groups < 1 || l->groups > DG_MAX_GROUPS)
 		return undefined(s, "template arguments the kernel's warp roles and tiles do not "
-				    "support"), 0;
+				    "support"),
+		       0;
 	const long swa = swizzle_mode(l->bk * esz), swd = swizzle_mode(l->bn * 2);
 	const long swb = swizzle_mode((s->b_mn ? l->bn : l->bk) * esz);
 	if (l->swa != swa || l->swb != swb || l->swd != swd)
@@ -103,20 +105,23 @@ static int launched_as_built(const struct dg_launch *l, struct dg_semantics *s, 
 			memcpy(cluster, &c->attrs[i].value.clusterDim, sizeof cluster);
 	if (c->gridDimX % cluster[0] || c->gridDimY % cluster[1] || c->gridDimZ % cluster[2]) {
 		s->driver_refuses = 1;
-		return undefined(s, "the driver refuses a grid that is no whole number of clusters"),
+		return undefined(s,
+				 "the driver refuses a grid that is no whole number of clusters"),
 		       0;
 	}
 	if (c->gridDimY != 1 || c->gridDimZ != 1 || c->blockDimY != 1 || c->blockDimZ != 1 ||
 	    c->blockDimX != (unsigned)(l->tma + l->math) || cluster[1] != 1 || cluster[2] != 1 ||
 	    cluster[0] != (unsigned)l->mcast)
 		return undefined(s, "launched with threads or clusters its warp roles and "
-				    "multicast do not expect"), 0;
+				    "multicast do not expect"),
+		       0;
 	if (c->sharedMemBytes < dg_smem(l))
 		return undefined(s, "given less shared memory than its pipeline uses"), 0;
 	/* CTA x takes blocks x, x + kNumSMs, ...: a smaller grid skips some */
 	if (c->gridDimX < (unsigned)l->sms && blocks > c->gridDimX)
 		return undefined(s, "a grid of %u for kNumSMs %ld: blocks never computed",
-				 c->gridDimX, l->sms), 0;
+				 c->gridDimX, l->sms),
+		       0;
 	return 1;
 }
 
@@ -124,8 +129,7 @@ static void mark(struct dg_semantics *s, uint64_t row, int state, int group)
 {
 	if (row >= s->rows) /* the TMA store clips at D's map */
 		return;
-	if (s->state[row] != DG_UNTOUCHED &&
-	    (s->state[row] != state || s->group[row] != group))
+	if (s->state[row] != DG_UNTOUCHED && (s->state[row] != state || s->group[row] != group))
 		state = DG_UNSPECIFIED; /* two blocks race for it */
 	s->state[row] = (uint8_t)state;
 	s->group[row] = (int16_t)group;
@@ -145,7 +149,8 @@ static uint64_t rows_written(const struct dg_launch *l, struct dg_semantics *s, 
 		return cdiv(m_eff, bm) * n_blocks;
 	case 1:
 		if (m_eff > l->nlayout)
-			return undefined(s, "reads grouped_layout past its %zu rows", l->nlayout), 0;
+			return undefined(s, "reads grouped_layout past its %zu rows", l->nlayout),
+			       0;
 		for (uint64_t b0 = 0; b0 < m_eff; b0 += bm) {
 			const int32_t gid = l->layout[b0];
 			for (uint64_t r = b0; r < b0 + bm; r++) {
@@ -166,23 +171,28 @@ static uint64_t rows_written(const struct dg_launch *l, struct dg_semantics *s, 
 			return undefined(s, "reads masked_m past its %zu groups", l->nlayout), 0;
 		for (uint64_t i = 0; i < g; i++) {
 			if (l->layout[i] < 0)
-				return undefined(s, "a negative masked_m counts blocks without end"), 0;
+				return undefined(s,
+						 "a negative masked_m counts blocks without end"),
+				       0;
 			const uint64_t mm = (uint64_t)l->layout[i];
 			for (uint64_t lr = 0; lr < up(mm, bm); lr++)
-				mark(s, i * m_eff + lr, lr < mm && lr < m_eff ? DG_GROUP : DG_UNSPECIFIED,
-				     (int)i);
+				mark(s, i * m_eff + lr,
+				     lr < mm && lr < m_eff ? DG_GROUP : DG_UNSPECIFIED, (int)i);
 			blocks += cdiv(mm, bm) * n_blocks;
 		}
 		return blocks;
 	default: {
 		if (l->nlayout < g)
-			return undefined(s, "reads the psum ends past its %zu groups", l->nlayout), 0;
+			return undefined(s, "reads the psum ends past its %zu groups", l->nlayout),
+			       0;
 		uint64_t start = 0;
 		for (uint64_t i = 0; i < g; i++) {
 			if (l->layout[i] < 0 || (uint64_t)l->layout[i] < start)
-				return undefined(s, "psum end %d before its group's start %llu: the "
-						    "scheduler's block count wraps", l->layout[i],
-						 (unsigned long long)start), 0;
+				return undefined(s,
+						 "psum end %d before its group's start %llu: the "
+						 "scheduler's block count wraps",
+						 l->layout[i], (unsigned long long)start),
+				       0;
 			const uint64_t end = (uint64_t)l->layout[i];
 			for (uint64_t r = start; r < up(end, bm); r++)
 				mark(s, r, r < end ? DG_GROUP : DG_UNSPECIFIED, (int)i);
@@ -209,10 +219,11 @@ void dg_model(const struct dg_launch *l, struct dg_semantics *s)
 	s->a_mn = !l->fp8 && l->major_a != 0;
 	s->b_mn = !l->fp8 && l->major_b != 0;
 	s->sfb_mn = l->fp8 && l->major_sfb != 0;
-	s->identity = !l->fp8 || !strcmp(l->epilogue, "deep_gemm::epilogue::transform::EpilogueIdentity") ||
+	s->identity = !l->fp8 ||
+		      !strcmp(l->epilogue, "deep_gemm::epilogue::transform::EpilogueIdentity") ||
 		      !strcmp(l->epilogue, "deep_gemm::EpilogueIdentity");
-	if (l->fp8 && !s->identity && strncmp(l->epilogue,
-					      "deep_gemm::epilogue::transform::EpilogueHeadSplits<", 51)) {
+	if (l->fp8 && !s->identity &&
+	    strncmp(l->epilogue, "deep_gemm::epilogue::transform::EpilogueHeadSplits<", 51)) {
 		undefined(s, "an epilogue type of unknown effect");
 		return;
 	}
@@ -234,12 +245,14 @@ void dg_model(const struct dg_launch *l, struct dg_semantics *s)
 		{elem, s->b_mn ? n : k, s->b_mn ? k * g : n * g, (s->b_mn ? n : k) * esz,
 		 s->b_mn ? bn : bk, s->b_mn ? bk : bn, l->swb},
 		{CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, n, m * gm, n * 2, bn, bm, l->swd},
-		{CU_TENSOR_MAP_DATA_TYPE_FLOAT32, up(m, 4), cdiv(k, bk) * gm, up(m, 4) * 4, bm, 1, 0},
+		{CU_TENSOR_MAP_DATA_TYPE_FLOAT32, up(m, 4), cdiv(k, bk) * gm, up(m, 4) * 4, bm, 1,
+		 0},
 	};
 	static const char *const names[] = {"a", "b", "d", "sfa"};
 	for (int i = 0; i < 3 + l->fp8; i++)
 		if (!as_encoded(&l->map[i], &want[i], i == 3 ? 4 : i == 2 ? 2 : esz)) {
-			undefined(s, "tensor map %s is not encoded as the kernel loads it", names[i]);
+			undefined(s, "tensor map %s is not encoded as the kernel loads it",
+				  names[i]);
 			return;
 		}
 	s->a = l->map[0].addr, s->b = l->map[1].addr, s->d = l->map[2].addr;

@@ -21,19 +21,19 @@ struct dg_launch {
 	/* template arguments (the fp8 kernel has no major_a/major_b, no
 	 * accumulate; the bf16 one no major_sfb, no epilogue) */
 	long major_a, major_b, major_sfb;
-	long shape[3];             /* SHAPE_M, SHAPE_N, SHAPE_K; 0: the scalar */
+	long shape[3]; /* SHAPE_M, SHAPE_N, SHAPE_K; 0: the scalar */
 	long groups, bm, bn, bk, swa, swb, swd, stages, tma, math, mcast, mcast_on_a, sms;
 	long type, accumulate;
 	const char *cd, *epilogue;
 	/* parameters */
 	uint32_t m, n, k;
 	uintptr_t sfb, layout_ptr;
-	struct cg_tmap map[4];     /* a, b, d, sfa */
-	int seen[4];               /* the encode was recorded */
+	struct cg_tmap map[4]; /* a, b, d, sfa */
+	int seen[4];           /* the encode was recorded */
 	/* the launch */
 	CUlaunchConfig cfg;
 	CUlaunchAttribute attrs[4]; /* DeepGEMM's two, two perturbations */
-	int with_extra;            /* kernelParams and extra both given */
+	int with_extra;             /* kernelParams and extra both given */
 	/* grouped_layout's contents: per row (contiguous) or per group */
 	int32_t layout[DG_MAX_ROWS];
 	size_t nlayout;
@@ -41,26 +41,26 @@ struct dg_launch {
 
 /* What one D row holds after the original ran. */
 enum dg_row_state {
-	DG_UNTOUCHED,              /* as before the call */
-	DG_GROUP,                  /* A's row times the row's group's B */
-	DG_UNSPECIFIED,            /* written, with something no caller reads */
+	DG_UNTOUCHED,   /* as before the call */
+	DG_GROUP,       /* A's row times the row's group's B */
+	DG_UNSPECIFIED, /* written, with something no caller reads */
 };
 
 struct dg_semantics {
 	/* 0: the original computes nothing the model describes (a hang, a
 	 * scrambled D, a launch the driver refuses): why says so */
 	int defined;
-	int driver_refuses;        /* the driver's error, nothing runs */
+	int driver_refuses; /* the driver's error, nothing runs */
 	char why[160];
-	int fp8, b_mn, a_mn, sfb_mn; /* e4m3 operands; B [G, K, N]; A, sfb MN-major */
-	int identity;              /* D's columns as computed (the epilogue) */
+	int fp8, b_mn, a_mn, sfb_mn;           /* e4m3 operands; B [G, K, N]; A, sfb MN-major */
+	int identity;                          /* D's columns as computed (the epilogue) */
 	uint64_t a_stride, b_stride, d_stride; /* row strides, bytes */
 	uintptr_t a, b, d, sfa, sfb;
 	uint64_t sfa_stride_k, sfa_stride_g;
-	uint64_t k_extent;         /* channels summed */
-	uint64_t n_extent;         /* columns written, as computed (identity) */
-	uint64_t rows;             /* D's rows, m or G x max_m */
-	uint64_t group_stride;     /* masked: rows of A and D a group owns */
+	uint64_t k_extent;     /* channels summed */
+	uint64_t n_extent;     /* columns written, as computed (identity) */
+	uint64_t rows;         /* D's rows, m or G x max_m */
+	uint64_t group_stride; /* masked: rows of A and D a group owns */
 	uint8_t state[DG_MAX_ROWS];
 	int16_t group[DG_MAX_ROWS];
 };

@@ -34,21 +34,29 @@ static long swizzle_mode(long bytes)
 
 static int swizzle_enum(long mode)
 {
-	return mode == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : mode == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
-	       : mode == 32 ? CU_TENSOR_MAP_SWIZZLE_32B : CU_TENSOR_MAP_SWIZZLE_NONE;
+	return mode == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
+	       : mode == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
+	       : mode == 32 ? CU_TENSOR_MAP_SWIZZLE_32B
+			    : CU_TENSOR_MAP_SWIZZLE_NONE;
 }
 
 /* make_tma_2d_desc (runtime_utils.hpp): box inner swizzle / elem when swizzled */
 static struct cg_tmap encode(int dtype, uintptr_t addr, uint64_t inner, uint64_t outer,
 			     uint64_t stride, uint64_t esz, long box_inner, long box_outer, long sw)
 {
-	return (struct cg_tmap){
-		.addr = addr, .dtype = dtype, .rank = 2, .dims = {inner, outer}, .strides = {stride},
-		.box = {(uint32_t)(sw ? (uint64_t)sw / esz : (uint64_t)box_inner), (uint32_t)box_outer},
-		.tiled = 1, .elem_strides = {1, 1}, .swizzle = swizzle_enum(sw),
-		.interleave = CU_TENSOR_MAP_INTERLEAVE_NONE,
-		.l2promo = CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-		.oobfill = CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE};
+	return (struct cg_tmap){.addr = addr,
+				.dtype = dtype,
+				.rank = 2,
+				.dims = {inner, outer},
+				.strides = {stride},
+				.box = {(uint32_t)(sw ? (uint64_t)sw / esz : (uint64_t)box_inner),
+					(uint32_t)box_outer},
+				.tiled = 1,
+				.elem_strides = {1, 1},
+				.swizzle = swizzle_enum(sw),
+				.interleave = CU_TENSOR_MAP_INTERLEAVE_NONE,
+				.l2promo = CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+				.oobfill = CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE};
 }
 
 /* grouped_layout's contents, in DeepGEMM's contract: contiguous, each
@@ -107,20 +115,26 @@ static void gen_launch_config(struct dg_launch *l)
 	const uint64_t extra = dg_smem(l);
 	l->stages = 1;
 	const uint64_t stage = dg_smem(l) - extra;
-	l->stages = keep ? keep : (long)((SMEM_CAPACITY - extra) / stage < 16
-					     ? (SMEM_CAPACITY - extra) / stage : 16);
+	l->stages =
+		keep ? keep
+		     : (long)((SMEM_CAPACITY - extra) / stage < 16 ? (SMEM_CAPACITY - extra) / stage
+								   : 16);
 	CUlaunchConfig *cfg = &l->cfg;
-	*cfg = (CUlaunchConfig){.gridDimX = (unsigned)l->sms, .gridDimY = 1, .gridDimZ = 1,
-				.blockDimX = (unsigned)(l->tma + l->math), .blockDimY = 1,
-				.blockDimZ = 1, .sharedMemBytes = (unsigned)dg_smem(l),
+	*cfg = (CUlaunchConfig){.gridDimX = (unsigned)l->sms,
+				.gridDimY = 1,
+				.gridDimZ = 1,
+				.blockDimX = (unsigned)(l->tma + l->math),
+				.blockDimY = 1,
+				.blockDimZ = 1,
+				.sharedMemBytes = (unsigned)dg_smem(l),
 				.attrs = l->attrs};
 	if (l->mcast > 1)
-		l->attrs[cfg->numAttrs++] = (CUlaunchAttribute){
-			.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,
-			.value.clusterDim = {(unsigned)l->mcast, 1, 1}};
-	l->attrs[cfg->numAttrs++] = (CUlaunchAttribute){
-		.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
-		.value.programmaticStreamSerializationAllowed = 1};
+		l->attrs[cfg->numAttrs++] =
+			(CUlaunchAttribute){.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,
+					    .value.clusterDim = {(unsigned)l->mcast, 1, 1}};
+	l->attrs[cfg->numAttrs++] =
+		(CUlaunchAttribute){.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+				    .value.programmaticStreamSerializationAllowed = 1};
 }
 
 static void gen_maps(struct dg_launch *l)
@@ -134,8 +148,8 @@ static void gen_maps(struct dg_launch *l)
 			 : encode(elem, B, k, n * g, k * esz, esz, l->bk, l->bn, l->swb);
 	l->map[2] = encode(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, D, n, m * gm, n * 2, 2, l->bn, l->bm,
 			   l->swd);
-	l->map[3] = encode(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, SFA, m4, (k + 127) / 128 * gm, m4 * 4, 4,
-			   l->bm, 1, 0);
+	l->map[3] = encode(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, SFA, m4, (k + 127) / 128 * gm, m4 * 4,
+			   4, l->bm, 1, 0);
 	for (int i = 0; i < 4; i++)
 		l->seen[i] = 1;
 }
@@ -187,29 +201,59 @@ void cg_gen_deepgemm(struct cg_choices *c, struct dg_launch *l)
 }
 
 /* A value for a perturbed field: one of options, by v. */
-#define ONE_OF(v, ...) ((const long[]){__VA_ARGS__}[(v) % (sizeof((const long[]){__VA_ARGS__}) / sizeof(long))])
+#define ONE_OF(v, ...) \
+	((const long[]){__VA_ARGS__}[(v) % (sizeof((const long[]){__VA_ARGS__}) / sizeof(long))])
 
 enum { P_MAPS = 24, MAP_KINDS = 14, P_CONFIG = P_MAPS + MAP_KINDS, P_FIELDS = P_CONFIG + 7 };
 
 static void perturb_map(struct cg_tmap *t, int *seen, unsigned kind, unsigned v)
 {
 	switch (kind) {
-	case 0: t->dtype = (int)ONE_OF(v, CU_TENSOR_MAP_DATA_TYPE_UINT8, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
-				      CU_TENSOR_MAP_DATA_TYPE_FLOAT32, CU_TENSOR_MAP_DATA_TYPE_FLOAT16); break;
-	case 1: t->dims[0] += (uint64_t)ONE_OF(v, 1, 64, -1); break;
-	case 2: t->dims[1] += (uint64_t)ONE_OF(v, 1, 128, -1); break;
-	case 3: t->strides[0] += (uint64_t)ONE_OF(v, 16, 128, -16); break;
-	case 4: t->box[0] = (uint32_t)ONE_OF(v, 8, t->box[0] * 2, t->box[0] / 2); break;
-	case 5: t->box[1] = (uint32_t)ONE_OF(v, 8, t->box[1] * 2, t->box[1] / 2); break;
-	case 6: t->swizzle = (int)ONE_OF(v, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_SWIZZLE_32B,
-					 CU_TENSOR_MAP_SWIZZLE_64B, CU_TENSOR_MAP_SWIZZLE_128B); break;
-	case 7: t->elem_strides[v % 2] = 2; break;
-	case 8: t->interleave = CU_TENSOR_MAP_INTERLEAVE_16B; break;
-	case 9: t->l2promo = (int)ONE_OF(v, CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_128B); break;
-	case 10: t->oobfill = CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA; break;
-	case 11: t->tiled = 0; break;
-	case 12: t->rank = 3; break;
-	default: *seen = 0;
+	case 0:
+		t->dtype = (int)ONE_OF(
+			v, CU_TENSOR_MAP_DATA_TYPE_UINT8, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+			CU_TENSOR_MAP_DATA_TYPE_FLOAT32, CU_TENSOR_MAP_DATA_TYPE_FLOAT16);
+		break;
+	case 1:
+		t->dims[0] += (uint64_t)ONE_OF(v, 1, 64, -1);
+		break;
+	case 2:
+		t->dims[1] += (uint64_t)ONE_OF(v, 1, 128, -1);
+		break;
+	case 3:
+		t->strides[0] += (uint64_t)ONE_OF(v, 16, 128, -16);
+		break;
+	case 4:
+		t->box[0] = (uint32_t)ONE_OF(v, 8, t->box[0] * 2, t->box[0] / 2);
+		break;
+	case 5:
+		t->box[1] = (uint32_t)ONE_OF(v, 8, t->box[1] * 2, t->box[1] / 2);
+		break;
+	case 6:
+		t->swizzle = (int)ONE_OF(v, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_SWIZZLE_32B,
+					 CU_TENSOR_MAP_SWIZZLE_64B, CU_TENSOR_MAP_SWIZZLE_128B);
+		break;
+	case 7:
+		t->elem_strides[v % 2] = 2;
+		break;
+	case 8:
+		t->interleave = CU_TENSOR_MAP_INTERLEAVE_16B;
+		break;
+	case 9:
+		t->l2promo = (int)ONE_OF(v, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+					 CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
+		break;
+	case 10:
+		t->oobfill = CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA;
+		break;
+	case 11:
+		t->tiled = 0;
+		break;
+	case 12:
+		t->rank = 3;
+		break;
+	default:
+		*seen = 0;
 	}
 }
 
@@ -217,16 +261,23 @@ static void perturb_config(struct dg_launch *l, unsigned field, unsigned v)
 {
 	CUlaunchConfig *c = &l->cfg;
 	switch (field) {
-	case 0: c->gridDimX = (unsigned)ONE_OF(v, 66, l->sms * 2, l->sms - 1); break;
-	case 1: c->blockDimX += (unsigned)ONE_OF(v, 128, -128); break;
-	case 2: c->sharedMemBytes += (unsigned)ONE_OF(v, -1024, 1024, -(long)c->sharedMemBytes); break;
+	case 0:
+		c->gridDimX = (unsigned)ONE_OF(v, 66, l->sms * 2, l->sms - 1);
+		break;
+	case 1:
+		c->blockDimX += (unsigned)ONE_OF(v, 128, -128);
+		break;
+	case 2:
+		c->sharedMemBytes += (unsigned)ONE_OF(v, -1024, 1024, -(long)c->sharedMemBytes);
+		break;
 	case 3:
 		if (c->numAttrs == 2 && v % 2) /* the cluster dropped */
 			l->attrs[0] = l->attrs[--c->numAttrs];
 		else
 			l->attrs[c->numAttrs++] = (CUlaunchAttribute){
 				.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,
-				.value.clusterDim = {(unsigned)ONE_OF(v / 2, 2, 1, 4), v % 4 == 2 ? 2 : 1, 1}};
+				.value.clusterDim = {(unsigned)ONE_OF(v / 2, 2, 1, 4),
+						     v % 4 == 2 ? 2 : 1, 1}};
 		break;
 	case 4:
 		l->attrs[c->numAttrs] = (CUlaunchAttribute){
@@ -235,8 +286,11 @@ static void perturb_config(struct dg_launch *l, unsigned field, unsigned v)
 							  CU_LAUNCH_ATTRIBUTE_PRIORITY)};
 		l->attrs[c->numAttrs++].value.cooperative = (int)(v % 2);
 		break;
-	case 5: l->layout_ptr = 0; break;
-	default: l->with_extra = 1;
+	case 5:
+		l->layout_ptr = 0;
+		break;
+	default:
+		l->with_extra = 1;
 	}
 }
 
@@ -259,30 +313,75 @@ static void perturb(struct dg_launch *l, unsigned field, unsigned v)
 		return;
 	}
 	switch (field) {
-	case 0: l->major_a = ONE_OF(v, 1, 2, -1); break;
-	case 1: l->major_b = ONE_OF(v, 2, -1, 1, 0); break;
-	case 2: l->major_sfb = ONE_OF(v, 1, 2); break;
-	case 3: case 4: case 5:
-		l->shape[field - 3] = ONE_OF(v, shape_value / 2, shape_value + 64, 64, 0, shape_value);
+	case 0:
+		l->major_a = ONE_OF(v, 1, 2, -1);
 		break;
-	case 6: l->groups += 1 + v % 3; break;
-	case 7: l->bm = ONE_OF(v, 64, 128, 256, 32); break;
-	case 8: l->bn = ONE_OF(v, 64, 128, 256, 96); break;
-	case 9: l->bk = ONE_OF(v, 64, 128, 32); break;
-	case 10: l->swa = ONE_OF(v, 0, 32, 64, 128); break;
-	case 11: l->swb = ONE_OF(v, 0, 32, 64, 128); break;
-	case 12: l->swd = ONE_OF(v, 0, 32, 64, 128); break;
-	case 13: l->stages += v % 2 ? 1 : -1; break;
-	case 14: l->tma = ONE_OF(v, 256, 64); break;
-	case 15: l->math = ONE_OF(v, 128, 256, 384); break;
-	case 16: l->mcast = ONE_OF(v, 1, 2); break;
-	case 17: l->sms = ONE_OF(v, 66, 264, 131, 132); break;
-	case 18: l->type = ONE_OF(v, 3, 4, 0, 1, 2, 5, 6); break;
-	case 19: l->accumulate = 1; break;
-	case 20: l->cd = cds[v % 3]; break;
-	case 21: l->epilogue = epilogues[v % 3]; break;
-	case 22: l->m += (uint32_t)ONE_OF(v, 1, -1, 64); break;
-	case 23: l->k += (uint32_t)ONE_OF(v, 64, -64, 1); break;
+	case 1:
+		l->major_b = ONE_OF(v, 2, -1, 1, 0);
+		break;
+	case 2:
+		l->major_sfb = ONE_OF(v, 1, 2);
+		break;
+	case 3:
+	case 4:
+	case 5:
+		l->shape[field - 3] =
+			ONE_OF(v, shape_value / 2, shape_value + 64, 64, 0, shape_value);
+		break;
+	case 6:
+		l->groups += 1 + v % 3;
+		break;
+	case 7:
+		l->bm = ONE_OF(v, 64, 128, 256, 32);
+		break;
+	case 8:
+		l->bn = ONE_OF(v, 64, 128, 256, 96);
+		break;
+	case 9:
+		l->bk = ONE_OF(v, 64, 128, 32);
+		break;
+	case 10:
+		l->swa = ONE_OF(v, 0, 32, 64, 128);
+		break;
+	case 11:
+		l->swb = ONE_OF(v, 0, 32, 64, 128);
+		break;
+	case 12:
+		l->swd = ONE_OF(v, 0, 32, 64, 128);
+		break;
+	case 13:
+		l->stages += v % 2 ? 1 : -1;
+		break;
+	case 14:
+		l->tma = ONE_OF(v, 256, 64);
+		break;
+	case 15:
+		l->math = ONE_OF(v, 128, 256, 384);
+		break;
+	case 16:
+		l->mcast = ONE_OF(v, 1, 2);
+		break;
+	case 17:
+		l->sms = ONE_OF(v, 66, 264, 131, 132);
+		break;
+	case 18:
+		l->type = ONE_OF(v, 3, 4, 0, 1, 2, 5, 6);
+		break;
+	case 19:
+		l->accumulate = 1;
+		break;
+	case 20:
+		l->cd = cds[v % 3];
+		break;
+	case 21:
+		l->epilogue = epilogues[v % 3];
+		break;
+	case 22:
+		l->m += (uint32_t)ONE_OF(v, 1, -1, 64);
+		break;
+	case 23:
+		l->k += (uint32_t)ONE_OF(v, 64, -64, 1);
+		break;
 	}
 }
 
@@ -347,12 +446,13 @@ static void render(const struct dg_launch *l, char *name, size_t n)
 	snprintf(mid, sizeof mid,
 		 "%ldu, %ldu, %ldu, %ldu, %ldu, %ldu, %ldu, %ldu, %ldu, %ldu, %ldu, %ldu, %ldu, "
 		 "%ldu, %s, %ldu, (deep_gemm::GemmType)%ld",
-		 l->shape[0], l->shape[1], l->shape[2], l->groups, l->bm, l->bn, l->bk, l->swa, l->swb,
-		 l->swd, l->stages, l->tma, l->math, l->mcast, l->mcast_on_a ? "true" : "false",
-		 l->sms, l->type);
+		 l->shape[0], l->shape[1], l->shape[2], l->groups, l->bm, l->bn, l->bk, l->swa,
+		 l->swb, l->swd, l->stages, l->tma, l->math, l->mcast,
+		 l->mcast_on_a ? "true" : "false", l->sms, l->type);
 	if (l->fp8)
 		snprintf(name, n,
-			 "void deep_gemm::sm90_fp8_gemm_1d2d_impl<(cute::UMMA::Major)%ld, %s, %s, %s>"
+			 "void deep_gemm::sm90_fp8_gemm_1d2d_impl<(cute::UMMA::Major)%ld, %s, %s, "
+			 "%s>"
 			 "(float*, int*, unsigned int, unsigned int, unsigned int, CUtensorMap_st, "
 			 "CUtensorMap_st, CUtensorMap_st, CUtensorMap_st)",
 			 l->major_sfb, mid, l->cd, l->epilogue);
@@ -381,11 +481,13 @@ static int same_problem(const struct dg_semantics *s, const struct cg_decoded *d
 	const uint64_t esz = s->fp8 ? 1 : 2;
 	const int fp8 = p->dtype == CG_GMM_FP8_E4M3, b_mn = p->b_layout == CG_GMM_B_KN;
 	if (fp8 != s->fp8 || b_mn != s->b_mn || s->a_mn || s->sfb_mn || !s->identity)
-		return differs(why, n, "operand layouts: fp8 %d/%d, B MN-major %d/%d, A MN-major %d, "
-			       "sfb MN-major %d, epilogue identity %d", fp8, s->fp8, b_mn, s->b_mn,
-			       s->a_mn, s->sfb_mn, s->identity);
+		return differs(why, n,
+			       "operand layouts: fp8 %d/%d, B MN-major %d/%d, A MN-major %d, "
+			       "sfb MN-major %d, epilogue identity %d",
+			       fp8, s->fp8, b_mn, s->b_mn, s->a_mn, s->sfb_mn, s->identity);
 	if (p->a != s->a || p->b != s->b || p->d != s->d || s->a_stride != (uint64_t)p->k * esz ||
-	    s->b_stride != (uint64_t)(b_mn ? p->n : p->k) * esz || s->d_stride != (uint64_t)p->n * 2)
+	    s->b_stride != (uint64_t)(b_mn ? p->n : p->k) * esz ||
+	    s->d_stride != (uint64_t)p->n * 2)
 		return differs(why, n, "operand addresses or row strides");
 	if (fp8 && (p->sfa != s->sfa || p->sfb != s->sfb || p->sfa_stride_m != 1 ||
 		    (uint64_t)p->sfa_stride_k != s->sfa_stride_k ||
@@ -394,14 +496,18 @@ static int same_problem(const struct dg_semantics *s, const struct cg_decoded *d
 			       (long long)p->sfa_stride_k, (unsigned long long)s->sfa_stride_k,
 			       (long long)p->sfa_stride_g, (unsigned long long)s->sfa_stride_g);
 	if ((uint64_t)p->k != s->k_extent || (uint64_t)p->n != s->n_extent)
-		return differs(why, n, "the original sums %llu channels into %llu columns, the "
-			       "bundled kernel %lld into %lld", (unsigned long long)s->k_extent,
-			       (unsigned long long)s->n_extent, (long long)p->k, (long long)p->n);
+		return differs(why, n,
+			       "the original sums %llu channels into %llu columns, the "
+			       "bundled kernel %lld into %lld",
+			       (unsigned long long)s->k_extent, (unsigned long long)s->n_extent,
+			       (long long)p->k, (long long)p->n);
 	const int masked = d->layout == CG_LAYOUT_MASKED;
 	const uint64_t rows = masked ? (uint64_t)(p->m * p->g) : (uint64_t)p->m;
 	if (rows != s->rows || (masked && (uint64_t)p->m != s->group_stride))
-		return differs(why, n, "D has %llu rows for the original, %llu for the bundled "
-			       "kernel", (unsigned long long)s->rows, (unsigned long long)rows);
+		return differs(why, n,
+			       "D has %llu rows for the original, %llu for the bundled "
+			       "kernel",
+			       (unsigned long long)s->rows, (unsigned long long)rows);
 	return 1;
 }
 
@@ -409,9 +515,10 @@ static int same_problem(const struct dg_semantics *s, const struct cg_decoded *d
 static int same_rows(const struct dg_launch *l, const struct dg_semantics *s,
 		     const struct cg_decoded *d, char *why, size_t n)
 {
-	static const int forms[CG_NLAYOUTS] = {
-		[CG_LAYOUT_NORMAL] = CG_GMM_FORM_CONTIGUOUS, [CG_LAYOUT_CONTIGUOUS] = CG_GMM_FORM_CONTIGUOUS,
-		[CG_LAYOUT_PSUM] = CG_GMM_FORM_PSUM, [CG_LAYOUT_MASKED] = CG_GMM_FORM_MASKED};
+	static const int forms[CG_NLAYOUTS] = {[CG_LAYOUT_NORMAL] = CG_GMM_FORM_CONTIGUOUS,
+					       [CG_LAYOUT_CONTIGUOUS] = CG_GMM_FORM_CONTIGUOUS,
+					       [CG_LAYOUT_PSUM] = CG_GMM_FORM_PSUM,
+					       [CG_LAYOUT_MASKED] = CG_GMM_FORM_MASKED};
 	static int32_t zeros[DG_MAX_ROWS];
 	static int group[DG_MAX_ROWS];
 	static uint64_t cols[DG_MAX_ROWS];
@@ -423,10 +530,10 @@ static int same_rows(const struct dg_launch *l, const struct dg_semantics *s,
 		const struct cg_cover_shape *sh = &cg_cover_shapes[i];
 		if (sh->tail_tiles && form != CG_GMM_FORM_CONTIGUOUS)
 			continue;
-		if (cg_cover(sh, form, index, m, masked ? (int)p->m : 0, (int)p->n, (int)p->g, group,
-			     cols) < 0)
-			return differs(why, n, "the bundled model cannot walk %d x %d tiles", sh->bm,
-				       sh->bn);
+		if (cg_cover(sh, form, index, m, masked ? (int)p->m : 0, (int)p->n, (int)p->g,
+			     group, cols) < 0)
+			return differs(why, n, "the bundled model cannot walk %d x %d tiles",
+				       sh->bm, sh->bn);
 		const int bn = sh->tail_tiles ? sh->tail_bn : sh->bn;
 		const int tiles = (int)((p->n + bn - 1) / bn);
 		const uint64_t all = tiles >= 64 ? ~0ull : (1ull << tiles) - 1;
@@ -434,9 +541,12 @@ static int same_rows(const struct dg_launch *l, const struct dg_semantics *s,
 			const int st = s->state[r];
 			if ((st == DG_UNTOUCHED && group[r] != -1) ||
 			    (st == DG_GROUP && (group[r] != s->group[r] || (cols[r] & all) != all)))
-				return differs(why, n, "row %d: the original %s%d, the bundled %d x %d "
-					       "kernel writes it %s%d (columns %#llx of %#llx)", r,
-					       st == DG_UNTOUCHED ? "leaves it (group " : "writes group ",
+				return differs(why, n,
+					       "row %d: the original %s%d, the bundled %d x %d "
+					       "kernel writes it %s%d (columns %#llx of %#llx)",
+					       r,
+					       st == DG_UNTOUCHED ? "leaves it (group "
+								  : "writes group ",
 					       s->group[r], sh->bm, sh->bn,
 					       group[r] < 0 ? "not at all, group " : "with group ",
 					       group[r], (unsigned long long)cols[r],
