@@ -39,6 +39,15 @@ CUresult cg_gmm_check(const struct cg_gmm_problem *p, int form)
 		return invalid("dtype is neither CG_GMM_BF16 nor CG_GMM_FP8_E4M3");
 	if (p->b_layout != CG_GMM_B_NK && p->b_layout != CG_GMM_B_KN)
 		return invalid("b_layout is neither CG_GMM_B_NK nor CG_GMM_B_KN");
+	if (p->flags & ~(CG_GMM_FORCE_PORTABLE | CG_GMM_BLOCKS_64))
+		return invalid(
+			"unknown flags (CG_GMM_FORCE_PORTABLE and CG_GMM_BLOCKS_64 are known)");
+	if ((p->flags & CG_GMM_BLOCKS_64) && form != CG_GMM_FORM_CONTIGUOUS &&
+	    form != CG_GMM_FORM_PSUM)
+		return cg_gmm_fail(
+			CUDA_ERROR_INVALID_VALUE,
+			"grouped_mm: CG_GMM_BLOCKS_64 is for the contiguous and psum forms, not %s",
+			forms[form].name);
 	if (p->m < 0 || p->n < 1 || p->k < 1 || p->g < 1 || p->m > INT_MAX || p->n > INT_MAX ||
 	    p->k > INT_MAX || p->g > INT_MAX)
 		return invalid("sizes out of range (need 0 <= m, 1 <= n, k, g, all < 2^31)");

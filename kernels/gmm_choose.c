@@ -51,9 +51,12 @@ enum cg_gmm_kernel_id cg_gmm_choose(const struct cg_gmm_problem *p, int form, in
 	if (!tma)
 		return fp8 ? (kn ? CG_GMM_K_cg_gmm_sm80_fp8_kn : CG_GMM_K_cg_gmm_sm80_fp8_nk)
 			   : (kn ? CG_GMM_K_cg_gmm_sm80_bf16_kn : CG_GMM_K_cg_gmm_sm80_bf16_nk);
-	const int small = form == CG_GMM_FORM_OFFS     ? p->m <= DECODE_ROWS_OFFS * p->g
-			  : form == CG_GMM_FORM_MASKED ? p->m <= DECODE_ROWS_MASKED
-						       : p->m <= DECODE_ROWS_BLOCK * p->g;
+	/* contiguous in 64-row blocks: only the 64-row tiles take each block's group */
+	const int blocks64 = form == CG_GMM_FORM_CONTIGUOUS && (p->flags & CG_GMM_BLOCKS_64);
+	const int small = form == CG_GMM_FORM_OFFS ? p->m <= DECODE_ROWS_OFFS * p->g
+			  : form == CG_GMM_FORM_MASKED
+				  ? p->m <= DECODE_ROWS_MASKED
+				  : blocks64 || p->m <= DECODE_ROWS_BLOCK * p->g;
 	if (!small)
 		return cg_gmm_sm90(SM90_LARGE, p);
 	const int64_t rows = form == CG_GMM_FORM_MASKED

@@ -102,7 +102,7 @@ enum cg_gmm_kernel_id {
  * row; the other forms give each group one range [start, end) of rows, read
  * from index[] into shared-memory tables (gmm_sched.cuh, group_range()):
  *   offs   start = index[g - 1] (0 for g = 0), end = index[g]
- *   psum   start = index[g - 1] rounded up to CG_GMM_PSUM_ALIGN, end = index[g]
+ *   psum   start = index[g - 1] rounded up to cg_gmm_psum_align(), end = index[g]
  *   masked start = g * group_rows, end = start + index[g] (at most group_rows) */
 enum cg_gmm_form {
 	CG_GMM_FORM_OFFS = 0,
@@ -110,7 +110,6 @@ enum cg_gmm_form {
 	CG_GMM_FORM_PSUM = 2,
 	CG_GMM_FORM_MASKED = 3
 };
-#define CG_GMM_PSUM_ALIGN 128
 
 CG_HD static inline int cg_gmm_form_has_tables(int form)
 {
@@ -127,6 +126,21 @@ CG_HD static inline int cg_gmm_form_has_tables(int form)
 #define CG_GMM_ARG_SFA_ROWS 64 /* ... of row-major sfa, boxes of 4 k blocks (else MN-major) */
 #define CG_GMM_ARG_TAIL_NEXT 128 /* a tail launch follows this one (SM90, grouped_mm.c) */
 #define CG_GMM_ARG_SKIP_HALF 256 /* fp8 128-row tiles: a half with no row to write computes nothing */
+#define CG_GMM_ARG_BLOCKS_64 512 /* contiguous, psum: groups aligned to 64 rows (CG_GMM_BLOCKS_64) */
+
+/* psum: where a group starts, the previous group's end rounded up to this */
+CG_HD static inline int cg_gmm_psum_align(int flags)
+{
+	return flags & CG_GMM_ARG_BLOCKS_64 ? 64 : 128;
+}
+
+/* Whether bm-row tiles compute the form's groups as the caller laid them
+ * out: a contiguous tile takes one group, its first row's, so with 64-row
+ * blocks only 64-row tiles do. */
+CG_HD static inline int cg_gmm_tile_rows_fit(int form, int flags, int bm)
+{
+	return form != CG_GMM_FORM_CONTIGUOUS || !(flags & CG_GMM_ARG_BLOCKS_64) || bm <= 64;
+}
 
 /* Groups the range forms keep in shared memory (row ranges, tile prefix). */
 #define CG_GMM_MAX_OFFS_GROUPS 1024

@@ -24,11 +24,12 @@ __device__ __forceinline__ void group_range(const cg_gmm_args &a, int g, int &lo
 		lo = g * a.group_rows;
 		hi = lo + min(max(cnt, 0), a.group_rows);
 		return;
-	case CG_GMM_FORM_PSUM: /* in 64 bits: prev may be within 127 of 2^31 */
-		lo = static_cast<int>(min((static_cast<long long>(prev) + CG_GMM_PSUM_ALIGN - 1) &
-					      ~static_cast<long long>(CG_GMM_PSUM_ALIGN - 1),
+	case CG_GMM_FORM_PSUM: { /* in 64 bits: prev may be within 127 of 2^31 */
+		const long long align = cg_gmm_psum_align(a.flags);
+		lo = static_cast<int>(min((static_cast<long long>(prev) + align - 1) & ~(align - 1),
 					  static_cast<long long>(a.m)));
 		break;
+	}
 	default:
 		lo = prev;
 	}

@@ -219,6 +219,13 @@ static CUresult enqueue(const struct cg_gmm_driver *drv, CUcontext ctx, CUstream
 		return r;
 	const enum cg_gmm_kernel_id id = cg_gmm_choose(p, form, mod->cc, mod->sm_count);
 	const struct cg_gmm_kernel_info *k = &cg_gmm_kernel_info[id];
+	const int blocks64 = p->flags & CG_GMM_BLOCKS_64 ? CG_GMM_ARG_BLOCKS_64 : 0;
+	if (!cg_gmm_tile_rows_fit(form, blocks64, k->bm))
+		return cg_gmm_fail(CUDA_ERROR_NOT_SUPPORTED,
+				   "grouped_mm: the contiguous form in 64-row blocks (CG_GMM_BLOCKS_64) runs "
+				   "on the Hopper kernels' 64-row tiles only: it needs sm_90 and A, B and "
+				   "K 16-byte aligned (device of compute capability %d.%d here)",
+				   mod->cc / 10, mod->cc % 10);
 
 	const int64_t kb = (p->k + 127) / 128, rows = cg_gmm_rows(p, form);
 	const int use_default_sfa = p->sfa_stride_m == 0 && p->sfa_stride_k == 0;
@@ -247,6 +254,7 @@ static CUresult enqueue(const struct cg_gmm_driver *drv, CUcontext ctx, CUstream
 		.g = (int)p->g,
 		.group_rows = form == CG_GMM_FORM_MASKED ? (int)p->m : 0,
 		.form = form,
+		.flags = blocks64,
 		.tiles = INT_MAX,
 	};
 
@@ -257,7 +265,7 @@ static CUresult enqueue(const struct cg_gmm_driver *drv, CUcontext ctx, CUstream
 	const int64_t sms = mod->sm_count, per_sm = k->sm90 ? 1 : 2;
 	const unsigned grid = (unsigned)(tiles < per_sm * sms ? tiles : per_sm * sms);
 	if (skip_halves(p, k, mod, m_tiles, tiles))
-		args.flags = CG_GMM_ARG_SKIP_HALF;
+		args.flags |= CG_GMM_ARG_SKIP_HALF;
 
 	/* The last round.  Tile t runs on block t mod sms, so T tiles take
 	 * ceil(T / sms) rounds, the last holding r = T mod sms.  Where r <=

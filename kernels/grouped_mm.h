@@ -10,10 +10,13 @@
  *   cg_gmm_contiguous() layout int32 [M], the expert of each row, -1 for
  *                       padding rows, which are left untouched in D (m-grouped
  *                       contiguous: each expert's rows form one block, padded
- *                       to 128 rows);
+ *                       to 128 rows, or 64 with CG_GMM_BLOCKS_64); each block
+ *                       is computed with its first row's expert, and a row
+ *                       of another expert in it is left untouched;
  *   cg_gmm_psum()       offs int32 [G], the end row of each group; group g
- *                       starts at offs[g - 1] rounded up to 128 (group 0 at
- *                       0); rows between groups are left untouched in D
+ *                       starts at offs[g - 1] rounded up to 128 (64 with
+ *                       CG_GMM_BLOCKS_64; group 0 at 0); rows between groups
+ *                       are left untouched in D
  *                       (MGroupedContiguousWithPsumLayout);
  *   cg_gmm_masked()     layout int32 [G], masked_m: group g owns rows
  *                       [g * m, (g + 1) * m) of A [G, m, K] and D [G, m, N]
@@ -63,6 +66,11 @@ enum cg_gmm_dtype { CG_GMM_BF16 = 0, CG_GMM_FP8_E4M3 = 1 };
 enum cg_gmm_b_layout { CG_GMM_B_NK = 0, CG_GMM_B_KN = 1 };
 /* flags */
 #define CG_GMM_FORCE_PORTABLE 1u /* use the mma.sync kernels even on Hopper */
+/* contiguous and psum: groups aligned to 64-row blocks, not 128 (DeepGEMM's
+ * set_mk_alignment_for_contiguous_layout(64)).  Contiguous then runs on the
+ * 64-row Hopper kernels only (TMA-aligned operands on sm_90, else
+ * CUDA_ERROR_NOT_SUPPORTED: the portable kernels' tiles are 128 rows). */
+#define CG_GMM_BLOCKS_64 2u
 
 struct cg_gmm_problem {
 	int dtype;           /* enum cg_gmm_dtype */

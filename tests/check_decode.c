@@ -249,13 +249,13 @@ static const struct {
 	{NULL, NULL, a_padded, "tensor map a has a row stride of 4224 bytes, expected 4096"},
 	{NULL, NULL, b_uint8, "tensor map b is 2-D of data type 0, expected 2-D tiled of 9"},
 	{NULL, NULL, null_layout, "grouped_layout is NULL"},
-	{CONFIG(K_K, "0u, 0u, 0u", "64u", "128u", "128u", "5"), NULL, nothing,
-	 "with BLOCK_M 64: DeepGEMM's groups are 64-row blocks"},
-	/* issue 66, 1: set_mk_alignment_for_contiguous_layout(64) gives BLOCK_M
-	 * 64; DeepGEMM takes each 64-row block's group from its first row, the
-	 * bundled contiguous kernel a 128-row tile's, and drops the rest */
-	{CONFIG(K_K, "0u, 0u, 0u", "64u", "128u", "128u", "1"), NULL, nothing,
-	 "GemmType::MGroupedContiguous with BLOCK_M 64: DeepGEMM's groups are 64-row blocks"},
+	/* issue 66, 1: DeepGEMM takes each BLOCK_M-row block's group from its
+	 * first row; the bundled kernels do it per 128 or 64 rows
+	 * (block_m_64), no finer */
+	{CONFIG(K_K, "0u, 0u, 0u", "32u", "128u", "128u", "5"), NULL, nothing,
+	 "with BLOCK_M 32: DeepGEMM's groups are 32-row blocks"},
+	{CONFIG(K_K, "0u, 0u, 0u", "32u", "128u", "128u", "1"), NULL, nothing,
+	 "GemmType::MGroupedContiguous with BLOCK_M 32: DeepGEMM's groups are 32-row blocks"},
 	/* 2: a compiled-in shape replaces the scalar inside the kernel */
 	{CONFIG(K_K, "0u, 0u, 1024u", "128u", "128u", "256u", "1"), NULL, nothing,
 	 "SHAPE_K is compiled in as 1024 but the launch passes 2048"},
@@ -274,6 +274,35 @@ static const struct {
 	{CONFIG(K_K, "0u, 0u, 0u", "128u", "128u", "128u", "1"), NULL, nothing,
 	 "kNumMathThreads is 128, where DeepGEMM's host code makes 256"},
 };
+
+/* Issue 66, 1: set_mk_alignment_for_contiguous_layout(64) gives BLOCK_M 64;
+ * the contiguous and psum forms then run with CG_GMM_BLOCKS_64 (64-row
+ * blocks), masked ones as ever. */
+START_TEST(block_m_64)
+{
+	static const struct {
+		const char *type;
+		int layout, masked;
+		unsigned flags;
+	} forms[] = {{"1", CG_LAYOUT_CONTIGUOUS, 0, CG_GMM_BLOCKS_64},
+		     {"5", CG_LAYOUT_PSUM, 0, CG_GMM_BLOCKS_64},
+		     {"2", CG_LAYOUT_MASKED, 1, 0}};
+	for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+		snprintf(name, sizeof name,
+			 "void deep_gemm::sm90_bf16_gemm_impl<" CONFIG(K_K, "0u, 0u, 0u", "64u", "128u",
+								     "128u", "%s") ">(int*, unsigned "
+			 "int, unsigned int, unsigned int, CUtensorMap_st, CUtensorMap_st, "
+			 "CUtensorMap_st)",
+			 forms[i].type);
+		make_launch(0, 0, forms[i].masked, 1030, 1536, 2048, 8);
+		L.map[0].box[1] = L.map[2].box[1] = 64;
+		ck_assert_msg(decode() == 1, "GemmType %s: %s", forms[i].type, why);
+		ck_assert_int_eq(out.layout, forms[i].layout);
+		ck_assert_int_eq(out.block_m, 64);
+		ck_assert_uint_eq(out.p.flags, forms[i].flags);
+	}
+}
+END_TEST
 
 static void assert_refused(const char *reason)
 {
@@ -460,6 +489,7 @@ int main(void)
 	TCase *t = tcase_create("decode");
 	tcase_add_loop_test(t, every_variant, 0, sizeof variants / sizeof variants[0]);
 	tcase_add_test(t, other_kernels_are_not_gemms);
+	tcase_add_test(t, block_m_64);
 	tcase_add_loop_test(t, each_refusal, 0, sizeof refusals / sizeof refusals[0]);
 	tcase_add_loop_test(t, each_map_refusal, 0, sizeof map_refusals / sizeof map_refusals[0]);
 	tcase_add_test(t, fp8_scale_map_refused);

@@ -112,6 +112,19 @@ START_TEST(misaligned_operands)
 }
 END_TEST
 
+/* Flags: unknown ones, and 64-row blocks outside the two forms that have
+ * blocks, are refused. */
+START_TEST(flags_checked)
+{
+	refused(offs(0, CG_GMM_BF16, CG_GMM_B_NK, 4, A, B, D, INDEX, 0, 0, 0, 0, 512, 256, 256, 4),
+		CUDA_ERROR_INVALID_VALUE, "unknown flags");
+	refused(offs(0, CG_GMM_BF16, CG_GMM_B_NK, CG_GMM_BLOCKS_64, A, B, D, INDEX, 0, 0, 0, 0, 512, 256, 256, 4),
+		CUDA_ERROR_INVALID_VALUE, "CG_GMM_BLOCKS_64 is for the contiguous and psum forms, not offs");
+	refused(masked(0, CG_GMM_BF16, CG_GMM_B_NK, CG_GMM_BLOCKS_64, A, B, D, INDEX, 0, 0, 0, 0, 0, 64, 256, 256, 4),
+		CUDA_ERROR_INVALID_VALUE, "not masked");
+}
+END_TEST
+
 /* Accepted: done, or refused only because this build has no kernels. */
 static void accepted(int rc)
 {
@@ -156,6 +169,12 @@ static const struct choice {
      4096, 7168, 32, "cg_gmm_sm90_fp8_nk_split"},
     {"masked, max_m 64, 4 experts", CG_GMM_FORM_MASKED, CG_GMM_FP8_E4M3, CG_GMM_B_NK, 0, 64, 512, 512, 4,
      "cg_gmm_sm90_fp8_nk_small"},
+    {"contiguous prefill in 64-row blocks: 64-row tiles", CG_GMM_FORM_CONTIGUOUS, CG_GMM_FP8_E4M3, CG_GMM_B_NK,
+     CG_GMM_BLOCKS_64, 32768, 1536, 2048, 128, "cg_gmm_sm90_fp8_nk_split"},
+    {"contiguous in 64-row blocks, few tiles", CG_GMM_FORM_CONTIGUOUS, CG_GMM_BF16, CG_GMM_B_NK, CG_GMM_BLOCKS_64,
+     1024, 128, 128, 4, "cg_gmm_sm90_bf16_nk_small"},
+    {"psum prefill in 64-row blocks", CG_GMM_FORM_PSUM, CG_GMM_FP8_E4M3, CG_GMM_B_NK, CG_GMM_BLOCKS_64, 32768, 1536,
+     2048, 128, "cg_gmm_sm90_fp8_nk_large"},
     {"forced portable", CG_GMM_FORM_OFFS, CG_GMM_BF16, CG_GMM_B_NK, CG_GMM_FORCE_PORTABLE, 512, 1536, 2048, 128,
      "cg_gmm_sm80_bf16_nk"},
     {"fp8 with B [G, K, N]: wgmma reads fp8 K-major only", CG_GMM_FORM_OFFS, CG_GMM_FP8_E4M3, CG_GMM_B_KN, 0,
@@ -525,6 +544,25 @@ static void *offs_on_default_stream(void *arg)
 	return NULL;
 }
 
+/* 64-row blocks of the contiguous form need the 64-row Hopper tiles: on the
+ * portable kernels (128-row tiles) the call is refused, and nothing runs. */
+START_TEST(blocks_64_not_on_portable_kernels)
+{
+	device0_current();
+	CUdeviceptr buf[4];
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(cuMemAlloc(&buf[i], 1 << 24), CUDA_SUCCESS);
+	fake_reset();
+	const int rc = contiguous(0, CG_GMM_BF16, CG_GMM_B_NK, CG_GMM_BLOCKS_64 | CG_GMM_FORCE_PORTABLE, buf[0],
+				  buf[1], buf[2], buf[3], 0, 0, 0, 0, 1024, 256, 256, 4);
+	if (rc == CUDA_ERROR_NOT_SUPPORTED && strstr(last_error(), "without nvcc"))
+		return; /* no kernels in this build */
+	refused(rc, CUDA_ERROR_NOT_SUPPORTED, "runs on the Hopper kernels' 64-row tiles only");
+	struct fake_launch_info ran;
+	ck_assert_msg(!fake_last_launch(&ran), "%s launched", ran.kernel);
+}
+END_TEST
+
 START_TEST(default_stream_without_context)
 {
 	const CUcontext primary = device0_current();
@@ -583,6 +621,7 @@ int main(void)
 	tcase_add_test(t, masked_fp8_strides);
 	tcase_add_test(t, misaligned_operands);
 	tcase_add_test(t, no_rows_needs_no_operands);
+	tcase_add_test(t, flags_checked);
 	suite_add_tcase(s, t);
 	TCase *k = tcase_create("kernel choice");
 	tcase_add_checked_fixture(k, setup, NULL);
@@ -590,6 +629,7 @@ int main(void)
 	tcase_add_loop_test(k, sfa_by_tma, 0, sizeof sfa_choices / sizeof sfa_choices[0]);
 	tcase_add_loop_test(k, last_round, 0, 3 * TAIL_CHOICES);
 	tcase_add_test(k, default_stream_without_context);
+	tcase_add_test(k, blocks_64_not_on_portable_kernels);
 	tcase_add_test(k, failed_load_is_kept_not_unloaded);
 	suite_add_tcase(s, k);
 	TCase *m = tcase_create("kernel table");

@@ -310,14 +310,15 @@ int cg_decode_gemm(const char *demangled, void *const *params, cg_tmap_lookup_fn
 	/* DeepGEMM takes each BLOCK_M-row block's group from its first row
 	 * (contiguous: groups start on multiples of BLOCK_M, the mk
 	 * alignment) and starts a psum group at the previous end rounded up
-	 * to BLOCK_M.  The bundled kernels do both per 128 rows (and 64-row
-	 * halves): with BLOCK_M a multiple of 128 every contiguous group
-	 * starts on their tile boundary, and their psum group starts no later
-	 * than DeepGEMM's (the rows between are ones DeepGEMM leaves
-	 * unspecified). */
-	if ((layout == CG_LAYOUT_PSUM || layout == CG_LAYOUT_CONTIGUOUS) && t[T_BM] % 128)
+	 * to BLOCK_M.  The bundled kernels do both per 128 rows, or per 64
+	 * with CG_GMM_BLOCKS_64: with BLOCK_M a multiple of theirs every
+	 * contiguous group starts on their tile boundary, and their psum group
+	 * starts no later than DeepGEMM's (the rows between are ones DeepGEMM
+	 * leaves unspecified). */
+	const int grouped_rows = layout == CG_LAYOUT_PSUM || layout == CG_LAYOUT_CONTIGUOUS;
+	if (grouped_rows && t[T_BM] % 64)
 		return refuse(why, n, "GemmType::%s with BLOCK_M %ld: DeepGEMM's groups are "
-			      "%ld-row blocks, the bundled kernels' 128-row blocks",
+			      "%ld-row blocks, the bundled kernels' 64 or 128-row blocks",
 			      type_names[type], t[T_BM], t[T_BM]);
 	if (abi->accumulate >= 0 && v[abi->accumulate])
 		return refuse(why, n, "accumulation into D (with_accumulation)");
@@ -379,6 +380,7 @@ int cg_decode_gemm(const char *demangled, void *const *params, cg_tmap_lookup_fn
 	struct cg_gmm_problem *p = &out->p;
 	p->dtype = abi->fp8 ? CG_GMM_FP8_E4M3 : CG_GMM_BF16;
 	p->b_layout = kn ? CG_GMM_B_KN : CG_GMM_B_NK;
+	p->flags = grouped_rows && bm % 128 ? CG_GMM_BLOCKS_64 : 0;
 	p->a = tm[0].addr;
 	p->b = tm[1].addr;
 	p->d = tm[2].addr;

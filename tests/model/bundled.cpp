@@ -83,8 +83,8 @@ int walk_shape(int bm, int bn, const cg_gmm_args &a, const int *tab, int *row_gr
 
 } // namespace
 
-extern "C" int cg_cover(const struct cg_cover_shape *shape, int form, const int32_t *index, int m,
-			int group_rows, int n, int g, int *row_group, uint64_t *row_cols)
+extern "C" int cg_cover(const struct cg_cover_shape *shape, int form, int flags, const int32_t *index,
+			int m, int group_rows, int n, int g, int *row_group, uint64_t *row_cols)
 {
 	if (g < 1 || g > CG_GMM_MAX_OFFS_GROUPS || m < 0 || n < 1)
 		return -1;
@@ -92,7 +92,7 @@ extern "C" int cg_cover(const struct cg_cover_shape *shape, int form, const int3
 		row_group[r] = -1, row_cols[r] = 0;
 	cg_gmm_args a{};
 	a.index = index;
-	a.m = m, a.n = n, a.g = g, a.group_rows = group_rows, a.form = form;
+	a.m = m, a.n = n, a.g = g, a.group_rows = group_rows, a.form = form, a.flags = flags;
 	a.tiles = 0x7fffffff;
 	// The tables build_tables leaves in shared memory: pre[g + 1], start[g], end[g].
 	std::vector<int> tab(3 * g + 1 + 32);

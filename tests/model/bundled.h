@@ -24,11 +24,12 @@ extern const unsigned cg_cover_nshapes;
 
 /* Rows of D the problem writes: row_group[r] is the group row r is written
  * with (-1 never, -2 by two groups), row_cols[r] a bit per column tile of
- * width shape->bn (or tail_bn) written.  form: enum cg_gmm_form; index the
- * form's int32 array (m rows, or g groups); m, n, g as cg_gmm_args has
- * them (masked: m = g * group_rows).  0 on success, -1 when the model
- * cannot represent it (more than 64 column tiles, a table too large). */
-int cg_cover(const struct cg_cover_shape *shape, int form, const int32_t *index, int m,
+ * width shape->bn (or tail_bn) written.  form: enum cg_gmm_form; flags
+ * cg_gmm_args' (CG_GMM_ARG_BLOCKS_64); index the form's int32 array (m
+ * rows, or g groups); m, n, g as cg_gmm_args has them (masked: m = g *
+ * group_rows).  0 on success, -1 when the model cannot represent it (more
+ * than 64 column tiles, a table too large). */
+int cg_cover(const struct cg_cover_shape *shape, int form, int flags, const int32_t *index, int m,
 	     int group_rows, int n, int g, int *row_group, uint64_t *row_cols);
 
 #ifdef __cplusplus

@@ -526,12 +526,15 @@ static int same_rows(const struct dg_launch *l, const struct dg_semantics *s,
 	const int form = forms[d->layout], masked = d->layout == CG_LAYOUT_MASKED;
 	const int32_t *index = d->layout == CG_LAYOUT_NORMAL ? zeros : l->layout;
 	const int m = (int)s->rows;
+	const int flags = p->flags & CG_GMM_BLOCKS_64 ? CG_GMM_ARG_BLOCKS_64 : 0;
 	for (unsigned i = 0; i < cg_cover_nshapes; i++) {
 		const struct cg_cover_shape *sh = &cg_cover_shapes[i];
-		if (sh->tail_tiles && form != CG_GMM_FORM_CONTIGUOUS)
+		/* the shapes grouped_mm.c may run the problem with (enqueue) */
+		if ((sh->tail_tiles && form != CG_GMM_FORM_CONTIGUOUS) ||
+		    !cg_gmm_tile_rows_fit(form, flags, sh->bm))
 			continue;
-		if (cg_cover(sh, form, index, m, masked ? (int)p->m : 0, (int)p->n, (int)p->g,
-			     group, cols) < 0)
+		if (cg_cover(sh, form, flags, index, m, masked ? (int)p->m : 0, (int)p->n,
+			     (int)p->g, group, cols) < 0)
 			return differs(why, n, "the bundled model cannot walk %d x %d tiles",
 				       sh->bm, sh->bn);
 		const int bn = sh->tail_tiles ? sh->tail_bn : sh->bn;

@@ -7,9 +7,9 @@
 # compiles).  Each call is checked against torch, and every GEMM launch is
 # shadowed by the bundled kernel it would be redirected to: all decoded,
 # none mismatched; the count and the worst error per form are printed.
-# Alignment 64 makes DeepGEMM's contiguous kernels use BLOCK_M 64, which the
-# redirect refuses (docs/redirect.md): those launches must be refused with
-# that reason, never decoded into something else.
+# Alignment 64 makes DeepGEMM's contiguous kernels use BLOCK_M 64: those
+# launches decode too, into the bundled kernels' 64-row blocks
+# (CG_GMM_BLOCKS_64), and must match like the rest.
 # shellcheck source=tests/gpu/lib.sh
 . "$(dirname "$0")/../lib.sh"
 need_gpus 1
@@ -23,5 +23,5 @@ show forms
 [[ $STATUS != 5 ]] || skip "$(tail -n 1 "$TMP/forms.out")"
 grep -q '^deepgemm_real: ok$' "$TMP/forms.out" || { evidence forms; fail "DeepGEMM's results are wrong against torch"; }
 calls=$(grep -oE '^deepgemm_real: [0-9]+ GEMM calls' "$TMP/forms.out" | grep -oE '[0-9]+')
-expect_shadowed forms "${calls:-1}" 'with BLOCK_M 64: '
+expect_shadowed forms "${calls:-1}"
 pass "every DeepGEMM GEMM launch decoded and matched under --shadow"
