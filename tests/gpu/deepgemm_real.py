@@ -9,11 +9,11 @@ usage: deepgemm_real.py forms [suite|bench]
 forms   DeepGEMM's grouped GEMMs called through its Python API, each checked
         against a torch reference (bf16 1e-2, fp8 3e-2): contiguous and psum
         (m_grouped_{bf16,fp8}_gemm_nt_contiguous, use_psum_layout) with mk
-        alignment 128 and 64 (set_mk_alignment_for_contiguous_layout), and
-        masked (m_grouped_{bf16,fp8}_gemm_nt_masked), on
-        bench/bench_grouped_mm.py's shapes.  "suite" (default) takes a
-        subset that JIT-compiles 12 kernels; "bench" every shape in every
-        form and alignment (about 60 kernels).  Prints one line per call
+        alignment 128 and 64 (set_mk_alignment_for_contiguous_layout),
+        masked (m_grouped_{bf16,fp8}_gemm_nt_masked) and normal
+        ({bf16,fp8}_gemm_nt), on bench/bench_grouped_mm.py's shapes.
+        "suite" (default) takes a subset that JIT-compiles 14 kernels;
+        "bench" every shape in every form and alignment (about 70 kernels).  Prints one line per call
         and "deepgemm_real: N GEMM calls".
 model   transformers' own "deepgemm" experts path, handed this DeepGEMM
         build, on examples/moe_device_map.py's random Qwen3-MoE (8 layers,
@@ -168,6 +168,22 @@ def call_masked(dg, dtype, g, max_m, masked, k, n):
     return rel_err(d[keep], ref[keep])
 
 
+def call_normal(dg, dtype, m, k, n):
+    """One plain GEMM (GemmType::Normal): bf16_gemm_nt or fp8_gemm_nt."""
+    a = torch.randn(m, k, device="cuda").bfloat16()
+    b = torch.randn(n, k, device="cuda").bfloat16()
+    d = torch.zeros(m, n, device="cuda", dtype=torch.bfloat16)
+    if dtype == "bf16":
+        dg.bf16_gemm_nt(a, b, d)
+        a_ref, b_ref = a, b
+    else:
+        aq, sa, a_ref = quant_rows(a.float())
+        bq, sb, b_ref = quant_blocks(b.float()[None])
+        dg.fp8_gemm_nt((aq, sa), (bq[0], sb[0]), d)
+        b_ref = b_ref[0]
+    return rel_err(d, a_ref.float() @ b_ref.float().t())
+
+
 # ---- forms ----
 
 def form_plan(which):
@@ -181,12 +197,14 @@ def form_plan(which):
             plan += [(dtype, form, align, s) for align in (128, 64) for form in ("contiguous", "psum")
                      for s in SHAPES]
             plan += [(dtype, "masked", None, s) for s in MASKED]
+            plan += [(dtype, "normal", None, s) for s in SHAPES if not s[5]]
             continue
         plan += [(dtype, "contiguous", 128, shapes[name]) for name in
                  ("Qwen3 gate_up prefill", "DSV3 down prefill")]
         plan += [(dtype, form, align, shapes["Qwen3 down prefill"]) for align, form in
                  ((128, "psum"), (64, "contiguous"), (64, "psum"))]
         plan.append((dtype, "masked", None, masked["DSV3 down masked"]))
+        plan.append((dtype, "normal", None, shapes["DSV3 down prefill"]))
     return plan
 
 
@@ -202,6 +220,10 @@ def forms(which):
             masked = torch.randint(lo, hi + 1, (g,)).tolist()
             err = call_masked(dg, dtype, g, max_m, masked, k, n)
             what = "%s %s G=%d max_m=%d K=%d N=%d" % (dtype, form, g, max_m, k, n)
+        elif form == "normal":
+            name, _, rows, k, n, _ = shape
+            err = call_normal(dg, dtype, rows, k, n)
+            what = "%s %s M=%d K=%d N=%d" % (dtype, form, rows, k, n)
         else:
             name, e, rows, k, n, _ = shape
             counts = counts_for("balanced", e, rows).tolist()
