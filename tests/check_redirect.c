@@ -388,6 +388,50 @@ START_TEST(redirect_into_the_owners_context_runs_the_original)
 }
 END_TEST
 
+/* Kind (a) between two contexts of one device (GPU case 32): the helper,
+ * loaded in device 0's primary context, launched on a stream of a context
+ * created on device 0 with device 0's operands runs as itself in its own
+ * context on ctxguard's stream there, ordered with the launch stream alone
+ * (the program ordered nothing else with it); nothing is loaded, so
+ * nothing waits for the launch context's queued work (an H100 held the
+ * twin's cuModuleLoadData while that context's stream waited for a host
+ * flag the program sets after the call). */
+START_TEST(created_context_runs_the_original_in_its_own_context)
+{
+	CUdevice dv;
+	CUcontext own;
+	CUstream s;
+	ck_assert_int_eq(cuDeviceGet(&dv, 0), CUDA_SUCCESS);
+	ck_assert_int_eq(cuCtxCreate(&own, NULL, 0, dv), CUDA_SUCCESS);
+	ck_assert_int_eq(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+	fake_trace_start();
+	capture_start();
+	ck_assert_int_eq(launch_helper(own, s, b0, b0), CUDA_SUCCESS);
+	const char *err = capture_end();
+	size_t n = fake_trace(trace, 4096);
+	char route[160];
+	snprintf(route, sizeof route, "from context %p to context %p of device 0 (re-homed)", (void *)own,
+		 (void *)ctx[0]);
+	ck_assert_msg(strstr(err, route), "%s", err);
+	ck_assert_uint_eq(count(n, "cuModuleLoad"), 0);
+	size_t run = find(n, 0, "launch", ctx[0], NULL, NULL);
+	ck_assert_msg(run < n, "not launched in device 0's primary context");
+	ck_assert_ptr_eq(trace[run].object, helper);
+	const void *t = trace[run].stream;
+	ck_assert(t != s && t != stream[0] && t != NULL);
+	size_t rec = find(run, 0, "cuEventRecord", own, s, NULL);
+	ck_assert_msg(rec < run, "no event recorded on the launch stream");
+	ck_assert(find(run, rec, "cuStreamWaitEvent", ctx[0], t, trace[rec].object) < run);
+	size_t after = find(n, run, "cuEventRecord", ctx[0], t, NULL);
+	ck_assert(after < n);
+	ck_assert(find(n, after, "cuStreamWaitEvent", own, s, trace[after].object) < n);
+	/* The primary context's own streams are neither waited for nor held. */
+	ck_assert_uint_eq(count(n, "cuStreamWaitEvent"), 2);
+	ck_assert_uint_eq(count(n, "cuEventRecord"), 2);
+	ck_assert_int_eq(cuCtxDestroy(own), CUDA_SUCCESS);
+}
+END_TEST
+
 /* DeepGEMM's own route: a library, its kernel's function fetched once while
  * device 0 is current; the twin is fetched from the same kernel in device
  * 1's context. */
@@ -1221,6 +1265,7 @@ int main(void)
 	tcase_add_checked_fixture(t, setup_abort, NULL);
 	tcase_add_test(t, helper_is_rehomed_with_its_attributes);
 	tcase_add_test(t, library_function_is_rehomed);
+	tcase_add_test(t, created_context_runs_the_original_in_its_own_context);
 	tcase_add_test(t, destroyed_context_forgets_its_twins);
 	tcase_add_test(t, redirect_into_the_owners_context_runs_the_original);
 	tcase_add_test(t, file_module_is_rehomed);

@@ -125,6 +125,15 @@ int cg_redirect_plan(const struct cg_launch *l, const struct cg_crossing *c, con
 	p->launch_dev = c->launch_dev;
 	if (p->to_dev < 0)
 		p->to_dev = c->launch_dev;
+	/* A function of another context of the launch device (cuCtxCreate)
+	 * runs where it is loaded: loading it into the launch context would
+	 * wait for that context's queued work, which may be waiting for the
+	 * program's next call (docs/redirect.md, Deadlock). */
+	if (p->rehome && p->to_dev == c->launch_dev && fn->owner && c->owner_dev == p->to_dev) {
+		p->own_ctx = 1;
+		p->target = fn->owner;
+		return 1;
+	}
 	/* On the launch device, into its module domain: a green launch
 	 * context's work goes to its primary context, ordered with the streams
 	 * of both (shim/redirect/streams.c lists them together). */

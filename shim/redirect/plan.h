@@ -13,6 +13,9 @@
 /* What a redirect will do, decided before any driver call that enqueues. */
 struct cg_plan {
 	int rehome;
+	/* the original runs in its own context, a context of the launch's
+	 * device: ordered with the launch stream alone, as the launch was */
+	int own_ctx;
 	struct cg_decoded gemm;
 	int launch_dev; /* the launch's device, whose kernel attributes a twin takes */
 	int to_dev;

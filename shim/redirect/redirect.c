@@ -53,14 +53,16 @@ static void log_redirect(struct cg_crossing *c)
 }
 
 /* Where a redirect comes from: the function's device for kind (a), the
- * launch's for (b); between two contexts of one device, the launch's
- * context and the one the work ran in. */
+ * launch's for (b); between two contexts of one device, the context the
+ * work left (the function's, when it ran in the launch context) and the
+ * one it ran in. */
 static const char *route(const struct cg_crossing *c, const struct cg_plan *p, char *buf,
 			 size_t n)
 {
 	int from = c->kind == CG_KIND_OWNER ? c->owner_dev : c->launch_dev;
 	if (from == p->to_dev)
-		snprintf(buf, n, "from context %p to context %p of device %d", c->launch_ctx,
+		snprintf(buf, n, "from context %p to context %p of device %d",
+			 (void *)p->target == c->launch_ctx ? c->owner_ctx : c->launch_ctx,
 			 (void *)p->target, p->to_dev);
 	else
 		snprintf(buf, n, "from device %d to device %d", from, p->to_dev);
