@@ -277,9 +277,9 @@ START_TEST(created_context_crosses_under_warn)
 }
 END_TEST
 
-/* Re-homed into device 0's primary context and run there; from a green
- * context, ordered with its streams (the launch context's, a stream of
- * the primary context's domain). */
+/* Run as itself in its own (created) context, on ctxguard's stream there,
+ * ordered with the launch stream alone: nothing is loaded again, so
+ * nothing waits for the launch context's queued work (docs/redirect.md). */
 START_TEST(created_context_crosses_under_redirect)
 {
 	fake_trace_start();
@@ -288,15 +288,26 @@ START_TEST(created_context_crosses_under_redirect)
 	const char *err = capture_end();
 	size_t n = fake_trace(trace, 4096);
 	assert_ran(rc, 1);
+	/* the program's own load (first: warming follows it), in the created context */
+	size_t load = find(n, 0, "cuModuleLoad", NULL, NULL, NULL);
+	ck_assert(load < n);
+	CUcontext own = trace[load].ctx;
+	ck_assert(own != primary[0]);
 	/* one device: the report names the two contexts, not device 0 twice */
 	char where[96];
-	snprintf(where, sizeof where, "to context %p of device 0 (re-homed)", (void *)primary[0]);
+	snprintf(where, sizeof where, "to context %p of device 0 (re-homed)", (void *)own);
 	ck_assert_msg(strstr(err, "ctxguard: redirect: ") && strstr(err, " from context ") &&
 			      strstr(err, where),
 		      "%s", err);
-	size_t run = find(n, 0, "launch", primary[0], NULL, NULL);
-	ck_assert_msg(run < n, "not run in device 0's primary context");
+	size_t run = find(n, 0, "launch", own, NULL, NULL);
+	ck_assert_msg(run < n, "not run in its own context");
 	ck_assert_str_eq(trace[run].kernel, HELPER);
+	const void *t = trace[run].stream;
+	size_t rec = find(run, 0, "cuEventRecord", NULL, NULL, NULL);
+	ck_assert_msg(rec < run, "no event recorded on the launch stream");
+	ck_assert(find(run, rec, "cuStreamWaitEvent", own, t, trace[rec].object) < run);
+	ck_assert_msg(find(run, rec, "cuModuleLoad", NULL, NULL, NULL) == run, "loaded again");
+	ck_assert_uint_eq(count(n, "cuStreamWaitEvent"), 2);
 }
 END_TEST
 
