@@ -59,6 +59,16 @@ static CUdeviceptr alloc_on(int dev)
 	return p;
 }
 
+/* A context created on device dev, made current. */
+static CUcontext created_on(int dev)
+{
+	CUdevice dv;
+	CUcontext c;
+	ck_assert_int_eq(cuDeviceGet(&dv, dev), CUDA_SUCCESS);
+	ck_assert_int_eq(cuCtxCreate(&c, NULL, 0, dv), CUDA_SUCCESS);
+	return c;
+}
+
 static void setup_mode(const char *fallback)
 {
 	setenv("CTXGUARD_MODE", "redirect", 1);
@@ -358,13 +368,10 @@ END_TEST
  * device: the twin is made in the launch context). */
 START_TEST(destroyed_context_forgets_its_twins)
 {
-	CUdevice dv;
-	CUcontext own, again;
-	ck_assert_int_eq(cuDeviceGet(&dv, 1), CUDA_SUCCESS);
-	ck_assert_int_eq(cuCtxCreate(&own, NULL, 0, dv), CUDA_SUCCESS);
+	CUcontext own = created_on(1);
 	ck_assert_int_eq(launch_helper(own, NULL, a, d), CUDA_SUCCESS);
 	ck_assert_int_eq(cuCtxDestroy(own), CUDA_SUCCESS);
-	ck_assert_int_eq(cuCtxCreate(&again, NULL, 0, dv), CUDA_SUCCESS);
+	CUcontext again = created_on(1);
 	ck_assert_ptr_eq(again, own); /* the fake hands the handle out again */
 	fake_trace_start();
 	ck_assert_int_eq(launch_helper(again, NULL, a, d), CUDA_SUCCESS);
@@ -398,11 +405,8 @@ END_TEST
  * flag the program sets after the call). */
 START_TEST(created_context_runs_the_original_in_its_own_context)
 {
-	CUdevice dv;
-	CUcontext own;
+	CUcontext own = created_on(0);
 	CUstream s;
-	ck_assert_int_eq(cuDeviceGet(&dv, 0), CUDA_SUCCESS);
-	ck_assert_int_eq(cuCtxCreate(&own, NULL, 0, dv), CUDA_SUCCESS);
 	ck_assert_int_eq(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
 	fake_trace_start();
 	capture_start();
@@ -549,15 +553,12 @@ END_TEST
 /* The same at the end of the original's context (the twin is in another). */
 START_TEST(context_end_retires_the_twin_and_the_attributes)
 {
-	CUdevice dv;
-	CUcontext own, again;
 	CUmodule orig;
 	CUfunction f;
-	ck_assert_int_eq(cuDeviceGet(&dv, 0), CUDA_SUCCESS);
-	ck_assert_int_eq(cuCtxCreate(&own, NULL, 0, dv), CUDA_SUCCESS);
+	CUcontext own = created_on(0);
 	CUfunction twin = rehomed(own, NULL, &orig, &f);
 	ck_assert_int_eq(cuCtxDestroy(own), CUDA_SUCCESS);
-	ck_assert_int_eq(cuCtxCreate(&again, NULL, 0, dv), CUDA_SUCCESS);
+	CUcontext again = created_on(0);
 	reused_handle_gets_a_new_twin(again, NULL, f, twin);
 }
 END_TEST
@@ -1108,11 +1109,8 @@ END_TEST
  * stream and the bundled kernels, each loaded (cuFuncLoad) there and then. */
 START_TEST(stream_creation_warms_its_context)
 {
-	CUcontext own;
-	CUdevice dv;
+	CUcontext own = created_on(1);
 	CUstream s;
-	ck_assert_int_eq(cuDeviceGet(&dv, 1), CUDA_SUCCESS);
-	ck_assert_int_eq(cuCtxCreate(&own, NULL, 0, dv), CUDA_SUCCESS);
 	fake_trace_start();
 	ck_assert_int_eq(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
 	size_t n = fake_trace(trace, 4096);

@@ -94,12 +94,16 @@ CUresult cg_redirect_ordered(const struct cg_plan *p, const struct cg_launch *l,
 	int recorded = 0;
 	/* In the function's own context the launch's order is S's alone: the
 	 * program ordered nothing else with it there. */
-	size_t nk = p->own_ctx ? 0 : cg_streams_of(p->target, known, MAX_KNOWN);
-	if (nk > MAX_KNOWN) {
-		snprintf(why, n, "more than %d streams in device %d's context", MAX_KNOWN, p->to_dev);
-		return CUDA_ERROR_NOT_SUPPORTED;
+	size_t nk = 0;
+	if (!p->own_ctx) {
+		nk = cg_streams_of(p->target, known, MAX_KNOWN);
+		if (nk > MAX_KNOWN) {
+			snprintf(why, n, "more than %d streams in device %d's context", MAX_KNOWN,
+				 p->to_dev);
+			return CUDA_ERROR_NOT_SUPPORTED;
+		}
+		nk += 2;
 	}
-	nk += p->own_ctx ? 0 : 2;
 	PUSH(p->target, "cannot make device %d's context current", p->to_dev);
 	/* Waiting on a capturing stream, or recording on the legacy stream
 	 * during another thread's global-mode capture, would break it. */
