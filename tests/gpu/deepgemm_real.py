@@ -13,8 +13,9 @@ forms   DeepGEMM's grouped GEMMs called through its Python API, each checked
         masked (m_grouped_{bf16,fp8}_gemm_nt_masked) and normal
         ({bf16,fp8}_gemm_nt), on bench/bench_grouped_mm.py's shapes.
         "suite" (default) takes a subset that JIT-compiles 14 kernels;
-        "bench" every shape in every form and alignment (about 70 kernels).  Prints one line per call
-        and "deepgemm_real: N GEMM calls".
+        "bench" every shape in every form and alignment (about 70
+        kernels).  Prints one line per call and "deepgemm_real: N GEMM
+        calls".
 model   transformers' own "deepgemm" experts path, handed this DeepGEMM
         build, on examples/moe_device_map.py's random Qwen3-MoE (8 layers,
         64 experts, top-8) on cuda:0: bf16 logits against grouped_mm; then,

@@ -2,9 +2,9 @@
 # (issue 60) The real DeepGEMM (built by tests/gpu/deepgemm.sh) under
 # --shadow, one GPU: m_grouped_{bf16,fp8}_gemm_nt_contiguous with mk
 # alignment 128 and 64, their psum layout, m_grouped_{bf16,fp8}_gemm_nt_
-# masked and the plain {bf16,fp8}_gemm_nt, on bench/bench_grouped_mm.py's shapes (tests/gpu/deepgemm_real.py
-# forms; DEEPGEMM_FORMS=bench for every shape in every form, about 60 JIT
-# compiles).  Each call is checked against torch, and every GEMM launch is
+# masked and the plain {bf16,fp8}_gemm_nt, on bench/bench_grouped_mm.py's
+# shapes (tests/gpu/deepgemm_real.py forms: 14 JIT compiles;
+# DEEPGEMM_FORMS=bench for every shape in every form, about 70).  Each call is checked against torch, and every GEMM launch is
 # shadowed by the bundled kernel it would be redirected to: all decoded,
 # none mismatched; the count and the worst error per form are printed.
 # Alignment 64 makes DeepGEMM's contiguous kernels use BLOCK_M 64: those
