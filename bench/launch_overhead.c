@@ -2,7 +2,7 @@
  * adds to it (bench/run_overhead.py runs it with and without the shim).
  *
  * usage: launch_overhead driver|runtime|expert [LAUNCHES [REPS]]
- *        launch_overhead driver|runtime|expert serve
+ *        launch_overhead driver|runtime|expert serve|paired
  *        launch_overhead driver|runtime|expert calls N
  *   driver   cuLaunchKernel of an empty kernel loaded with cuModuleLoadData
  *            from the PTX below; libcuda is linked directly, as Triton does.
@@ -24,6 +24,13 @@
  * read from stdin launches N kernels, synchronises and prints the host
  * time per launch in us, until end of input (bench/run_overhead.py runs a
  * plain and a preloaded copy side by side and alternates them).
+ * paired: serve in one process, run under ctxguard, each batch N launched
+ *   twice, side by side: through ctxguard (the driver entry point as
+ *   linked) and past it (the driver's own, read from libcuda's symbol
+ *   table), in chunks of PAIRED_CHUNK that alternate between the sides;
+ *   prints "PLAIN SHIM" in us per launch.  The runtime mode launches its
+ *   cudaKernel_t here as the CUkernel it is, with cuLaunchKernel: the one
+ *   driver call libcudart 13.0 makes per cudaLaunchKernel.
  * calls N: times each of N launch calls on its own and prints the 10th, 50th
  * and 90th percentile in ns: the host cost of one call, which the shim adds
  * to, apart from the waits of a full launch queue (those land in the upper
@@ -32,10 +39,17 @@
  */
 #include <cuda.h>
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <elf.h>
+#include <fcntl.h>
+#include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cu_check.h"
 
@@ -76,6 +90,10 @@ static void runtime_check(cudaError_t e, const char *call, int line)
 
 #define RT(call) runtime_check((call), #call, __LINE__)
 
+typedef CUresult (*launch_fn)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+			      unsigned, unsigned, CUstream, void **, void **);
+typedef CUresult (*launch_ex_fn)(const CUlaunchConfig *, CUfunction, void **, void **);
+
 /* One launch of the mode's kernel; state set up by the mode's prepare. */
 static struct {
 	CUfunction fn;
@@ -84,11 +102,20 @@ static struct {
 	CUdeviceptr ptr[3];
 	CUtensorMap map[3];
 	CUlaunchConfig cfg;
-} k;
+	/* the driver entry points the launches call (paired swaps them) */
+	launch_fn launch;
+	launch_ex_fn launch_ex;
+} k = { .launch = cuLaunchKernel, .launch_ex = cuLaunchKernelEx };
 
 static void launch_driver(void)
 {
-	CU(cuLaunchKernel(k.fn, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL));
+	CU(k.launch(k.fn, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL));
+}
+
+/* What libcudart 13.0's cudaLaunchKernel asks of the driver (paired) */
+static void launch_runtime_kernel(void)
+{
+	CU(k.launch((CUfunction)k.kernel, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL));
 }
 
 static void launch_runtime(void)
@@ -99,7 +126,7 @@ static void launch_runtime(void)
 
 static void launch_expert(void)
 {
-	CU(cuLaunchKernelEx(&k.cfg, k.fn, k.args, NULL));
+	CU(k.launch_ex(&k.cfg, k.fn, k.args, NULL));
 }
 
 static void sync_driver(void)
@@ -181,10 +208,11 @@ static const struct mode {
 	void (*prepare)(void);
 	void (*launch)(void);
 	void (*sync)(void);
+	void (*paired_launch)(void);
 } modes[] = {
-	{ "driver", prepare_driver, launch_driver, sync_driver },
-	{ "runtime", prepare_runtime, launch_runtime, sync_runtime },
-	{ "expert", prepare_expert, launch_expert, sync_driver },
+	{ "driver", prepare_driver, launch_driver, sync_driver, launch_driver },
+	{ "runtime", prepare_runtime, launch_runtime, sync_runtime, launch_runtime_kernel },
+	{ "expert", prepare_expert, launch_expert, sync_driver, launch_expert },
 };
 
 static double now_us(void)
@@ -252,6 +280,110 @@ static int serve(const struct mode *m)
 	return 0;
 }
 
+/* Whether section s lies inside a file of size bytes */
+static int inside(const ElfW(Shdr) *s, size_t size)
+{
+	return s->sh_offset <= size && s->sh_size <= size - s->sh_offset;
+}
+
+/* The driver's own definition of name, past ctxguard: its dlsym answers
+ * with its wrappers, so the address comes from libcuda's dynamic symbol
+ * table on disk (the default version; hidden versions skipped) plus the
+ * load address. */
+static void *driver_symbol(const char *name)
+{
+	void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+	struct link_map *lm = NULL;
+	struct stat st;
+	void *found = NULL;
+	int fd = -1;
+
+	if (h && dlinfo(h, RTLD_DI_LINKMAP, &lm) == 0)
+		fd = open(lm->l_name, O_RDONLY);
+	if (fd < 0 || fstat(fd, &st) != 0 || (size_t)st.st_size < sizeof(ElfW(Ehdr))) {
+		if (fd >= 0)
+			close(fd);
+		return NULL;
+	}
+	const size_t size = (size_t)st.st_size, len = strlen(name);
+	const unsigned char *f = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+	close(fd);
+	if (f == MAP_FAILED)
+		return NULL;
+	const ElfW(Ehdr) *e = (const void *)f;
+	const ElfW(Shdr) *sh = (const void *)(f + e->e_shoff);
+	const ElfW(Shdr) *dynsym = NULL, *versym = NULL;
+	if (e->e_shoff <= size && e->e_shnum <= (size - e->e_shoff) / sizeof *sh)
+		for (int i = 0; i < e->e_shnum; i++) {
+			if (sh[i].sh_type == SHT_DYNSYM && sh[i].sh_link < e->e_shnum && inside(&sh[i], size) &&
+			    inside(&sh[sh[i].sh_link], size))
+				dynsym = &sh[i];
+			if (sh[i].sh_type == SHT_GNU_versym && inside(&sh[i], size))
+				versym = &sh[i];
+		}
+	if (dynsym) {
+		const ElfW(Sym) *sym = (const void *)(f + dynsym->sh_offset);
+		const ElfW(Half) *ver = versym ? (const void *)(f + versym->sh_offset) : NULL;
+		const ElfW(Shdr) *str = &sh[dynsym->sh_link];
+		const size_t n = dynsym->sh_size / sizeof *sym;
+		for (size_t i = 0; i < n && !found; i++)
+			if (sym[i].st_shndx != SHN_UNDEF && sym[i].st_name < str->sh_size &&
+			    len < str->sh_size - sym[i].st_name &&
+			    !(ver && i < versym->sh_size / sizeof *ver && (ver[i] & 0x8000)) &&
+			    memcmp(f + str->sh_offset + sym[i].st_name, name, len + 1) == 0)
+				found = (void *)(lm->l_addr + sym[i].st_value);
+	}
+	munmap((void *)f, size);
+	dlclose(h);
+	return found;
+}
+
+/* paired: chunks of this many launches take turns, so that each side sees
+ * the same drift of the machine, millisecond by millisecond */
+enum { PAIRED_CHUNK = 1000 };
+
+static int serve_paired(const struct mode *m)
+{
+	char line[64];
+	void *own = driver_symbol("cuLaunchKernel"), *own_ex = driver_symbol("cuLaunchKernelEx");
+	/* side 0 past ctxguard, side 1 through it */
+	launch_fn launch[2] = { NULL, k.launch };
+	launch_ex_fn launch_ex[2] = { NULL, k.launch_ex };
+
+	if (!own || !own_ex) {
+		fprintf(stderr, "launch_overhead: cuLaunchKernel[Ex] not found in libcuda's symbol table\n");
+		return 1;
+	}
+	/* POSIX lets a looked-up address become a function pointer */
+	memcpy(&launch[0], &own, sizeof own);
+	memcpy(&launch_ex[0], &own_ex, sizeof own_ex);
+	if (launch[0] == launch[1])
+		fprintf(stderr, "launch_overhead: paired: no shim in front of the driver "
+				"(LD_PRELOAD=libctxguard.so); both sides are the driver's\n");
+	printf("ready\n");
+	fflush(stdout);
+	while (fgets(line, sizeof line, stdin)) {
+		line[strcspn(line, "\n")] = 0;
+		long n = positive(line, "a batch");
+		double us[2] = { 0, 0 };
+		for (long done = 0, c = 0; done < n; done += PAIRED_CHUNK, c++)
+			for (int j = 0; j < 2; j++) {
+				int side = (int)((c + j) & 1);
+				long chunk = n - done < PAIRED_CHUNK ? n - done : PAIRED_CHUNK;
+				k.launch = launch[side];
+				k.launch_ex = launch_ex[side];
+				double t0 = now_us();
+				for (long i = 0; i < chunk; i++)
+					m->paired_launch();
+				us[side] += now_us() - t0;
+			}
+		m->sync();
+		printf("%.4f %.4f\n", us[0] / (double)n, us[1] / (double)n);
+		fflush(stdout);
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const struct mode *m = NULL;
@@ -260,13 +392,15 @@ int main(int argc, char **argv)
 		if (strcmp(argv[1], modes[i].name) == 0)
 			m = &modes[i];
 	if (!m || argc > 4) {
-		fprintf(stderr, "usage: %s driver|runtime|expert [LAUNCHES [REPS] | serve | calls N]\n",
+		fprintf(stderr,
+			"usage: %s driver|runtime|expert [LAUNCHES [REPS] | serve | paired | calls N]\n",
 			argv[0]);
 		return 1;
 	}
 	int serving = argc == 3 && strcmp(argv[2], "serve") == 0;
+	int paired = argc == 3 && strcmp(argv[2], "paired") == 0;
 	int per_call = argc == 4 && strcmp(argv[2], "calls") == 0;
-	long launches = serving ? 0 : per_call ? positive(argv[3], "N")
+	long launches = serving || paired ? 0 : per_call ? positive(argv[3], "N")
 			: argc > 2 ? positive(argv[2], "LAUNCHES") : DEFAULT_LAUNCHES;
 	long reps = argc > 3 ? positive(argv[3], "REPS") : DEFAULT_REPS;
 	double *us = calloc((size_t)reps, sizeof *us);
@@ -275,9 +409,9 @@ int main(int argc, char **argv)
 
 	m->prepare();
 	timed(m, WARMUP);
-	if (serving) {
+	if (serving || paired) {
 		free(us);
-		return serve(m);
+		return serving ? serve(m) : serve_paired(m);
 	}
 	if (per_call) {
 		free(us);

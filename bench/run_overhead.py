@@ -28,6 +28,19 @@ median of one pair's rounds), against the target:
            backstop on the "shim" side (CUPTI's own callback cost;
            skipped when the backstop cannot start)                <= 1.15
 
+The in-process rows measure the same launches without the luck of a
+process: one copy under ctxguard launches each batch twice, past ctxguard
+(the driver's own entry point, read from libcuda's symbol table) and
+through it, in chunks of 1000 launches taking turns (launch_overhead
+paired), so both sides share the process and the machine's drift; PAIRS
+copies of ROUNDS batches each, the same columns:
+
+  in-driver   the driver row's launch                          <= 1.01
+  in-runtime  the runtime row's cudaKernel_t, launched as the
+              CUkernel it is (cuLaunchKernel: libcudart 13.0's
+              one driver call per cudaLaunchKernel)            <= 1.01
+  in-expert   the expert row's launch                          <= 1.03
+
 usage: bench/run_overhead.py [BUILD_DIR]        (make bench-overhead)
 env: PAIRS of fresh copies (12; the moe row, whose copies take ~15 s to
      set up, uses at most MOE_PAIRS, 4), ROUNDS per pair (25), LAUNCHES
@@ -81,7 +94,11 @@ class Skip(Exception):
 
 
 def measure(argv, batch, rounds, plain_env, shim_env, on):
-    sides = {"plain": copy(argv, plain_env, on), "shim": copy(argv, shim_env, on)}
+    """Rounds of batches from a plain and a shim copy taking turns, or, for an
+    in-process row (plain_env None), from the one shim copy's pairs."""
+    paired = plain_env is None
+    sides = {"shim": copy(argv, shim_env, on)} if paired else \
+        {"plain": copy(argv, plain_env, on), "shim": copy(argv, shim_env, on)}
     try:
         for name, p in sides.items():
             first = answer(p, name)
@@ -93,7 +110,13 @@ def measure(argv, batch, rounds, plain_env, shim_env, on):
                     raise Skip((first + " " + rest).strip())
                 raise RuntimeError(f"{name} copy: expected 'ready', got '{first}'")
         got = {"plain": [], "shim": []}
-        for r in range(rounds):
+        for r in range(rounds if paired else 0):
+            sides["shim"].stdin.write(f"{batch}\n")
+            sides["shim"].stdin.flush()
+            plain, shim = answer(sides["shim"], "shim").split()
+            got["plain"].append(float(plain))
+            got["shim"].append(float(shim))
+        for r in range(0 if paired else rounds):
             order = ("plain", "shim") if r % 2 == 0 else ("shim", "plain")
             for name in order:
                 sides[name].stdin.write(f"{batch}\n")
@@ -144,7 +167,8 @@ def main():
          moe_pairs, {}, shim),
         ("backstop", "us/launch", 1.15, [bench, "driver", "serve"], launches, pairs, shim,
          backstop),
-    ]
+    ] + [("in-" + mode, "us/launch", target, [bench, mode, "paired"], launches, pairs, None, shim)
+         for mode, target in (("driver", 1.01), ("runtime", 1.01), ("expert", 1.03))]
     wanted = os.environ.get("ROWS")
     if wanted:
         unknown = set(wanted.split(",")) - {r[0] for r in rows}
@@ -157,7 +181,8 @@ def main():
     for name, unit, target, argv, batch, npairs, plain_env, shim_env in rows:
         print(f"== {name}: {npairs} pairs x {rounds} rounds of {batch} per side, plain and shim "
               f"alternating on CPUs {sorted(on)}: {' '.join(argv)}"
-              f"{' (plain: ctxguard; shim: ctxguard + backstop)' if plain_env else ''}",
+              f"{' (plain: ctxguard; shim: ctxguard + backstop)' if plain_env else ''}"
+              f"{' (one copy under ctxguard; plain: past it)' if plain_env is None else ''}",
               flush=True)
         got = {"plain": [], "shim": []}
         per_pair = []
@@ -186,7 +211,7 @@ def main():
         table.append((name, f"{plain:.4f} {unit}", f"{shim_med:.4f} {unit}", f"{shim_med / plain:.4f}",
                       f"{paired:.4f}", f"{min(per_pair):.3f}-{max(per_pair):.3f}", target, verdict))
     print()
-    fmt = "{:<8} | {:<18} | {:<18} | {:<8} | {:<12} | {:<11} | {:<6} | {}"
+    fmt = "{:<10} | {:<18} | {:<18} | {:<8} | {:<12} | {:<11} | {:<6} | {}"
     print(fmt.format("mode", "plain median", "shim median", "ratio", "round median", "pairs",
                      "target", "result"))
     for row in table:
