@@ -23,7 +23,7 @@ CUDA ?= /usr/local/cuda
 BENCH_CC ?= $(CC)
 BENCH_CFLAGS ?= -std=c11 -D_GNU_SOURCE -Wall -Wextra $(WERROR_FLAG) -O2 -g -fPIC $(EXTRA_CFLAGS)
 
-$(BUILD)/bench/launch_overhead: bench/launch_overhead.c bench/cu_check.h
+$(BUILD)/bench/launch_overhead: bench/launch_overhead.c bench/cu_check.h tests/libcuda_symbol.h
 	@mkdir -p $(@D)
 	$(BENCH_CC) $(BENCH_CFLAGS) -I$(CUDA)/include -o $@ $< -L$(CUDA)/lib64/stubs -lcuda \
 	    $(CUDA)/lib64/libcudart_static.a -ldl -lpthread -lrt

@@ -39,19 +39,13 @@
  */
 #include <cuda.h>
 #include <cuda_runtime_api.h>
-#include <dlfcn.h>
-#include <elf.h>
-#include <fcntl.h>
-#include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "cu_check.h"
+#include "../tests/libcuda_symbol.h"
 
 enum { WARMUP = 20000, DEFAULT_LAUNCHES = 200000, DEFAULT_REPS = 5 };
 
@@ -266,119 +260,70 @@ static int calls(const struct mode *m, long n)
 	return 0;
 }
 
-static int serve(const struct mode *m)
-{
-	char line[64];
-
-	printf("ready\n");
-	fflush(stdout);
-	while (fgets(line, sizeof line, stdin)) {
-		line[strcspn(line, "\n")] = 0;
-		printf("%.4f\n", timed(m, positive(line, "a batch")));
-		fflush(stdout);
-	}
-	return 0;
-}
-
-/* Whether section s lies inside a file of size bytes */
-static int inside(const ElfW(Shdr) *s, size_t size)
-{
-	return s->sh_offset <= size && s->sh_size <= size - s->sh_offset;
-}
-
-/* The driver's own definition of name, past ctxguard: its dlsym answers
- * with its wrappers, so the address comes from libcuda's dynamic symbol
- * table on disk (the default version; hidden versions skipped) plus the
- * load address. */
-static void *driver_symbol(const char *name)
-{
-	void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
-	struct link_map *lm = NULL;
-	struct stat st;
-	void *found = NULL;
-	int fd = -1;
-
-	if (h && dlinfo(h, RTLD_DI_LINKMAP, &lm) == 0)
-		fd = open(lm->l_name, O_RDONLY);
-	if (fd < 0 || fstat(fd, &st) != 0 || (size_t)st.st_size < sizeof(ElfW(Ehdr))) {
-		if (fd >= 0)
-			close(fd);
-		return NULL;
-	}
-	const size_t size = (size_t)st.st_size, len = strlen(name);
-	const unsigned char *f = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-	close(fd);
-	if (f == MAP_FAILED)
-		return NULL;
-	const ElfW(Ehdr) *e = (const void *)f;
-	const ElfW(Shdr) *sh = (const void *)(f + e->e_shoff);
-	const ElfW(Shdr) *dynsym = NULL, *versym = NULL;
-	if (e->e_shoff <= size && e->e_shnum <= (size - e->e_shoff) / sizeof *sh)
-		for (int i = 0; i < e->e_shnum; i++) {
-			if (sh[i].sh_type == SHT_DYNSYM && sh[i].sh_link < e->e_shnum && inside(&sh[i], size) &&
-			    inside(&sh[sh[i].sh_link], size))
-				dynsym = &sh[i];
-			if (sh[i].sh_type == SHT_GNU_versym && inside(&sh[i], size))
-				versym = &sh[i];
-		}
-	if (dynsym) {
-		const ElfW(Sym) *sym = (const void *)(f + dynsym->sh_offset);
-		const ElfW(Half) *ver = versym ? (const void *)(f + versym->sh_offset) : NULL;
-		const ElfW(Shdr) *str = &sh[dynsym->sh_link];
-		const size_t n = dynsym->sh_size / sizeof *sym;
-		for (size_t i = 0; i < n && !found; i++)
-			if (sym[i].st_shndx != SHN_UNDEF && sym[i].st_name < str->sh_size &&
-			    len < str->sh_size - sym[i].st_name &&
-			    !(ver && i < versym->sh_size / sizeof *ver && (ver[i] & 0x8000)) &&
-			    memcmp(f + str->sh_offset + sym[i].st_name, name, len + 1) == 0)
-				found = (void *)(lm->l_addr + sym[i].st_value);
-	}
-	munmap((void *)f, size);
-	dlclose(h);
-	return found;
-}
-
 /* paired: chunks of this many launches take turns, so that each side sees
  * the same drift of the machine, millisecond by millisecond */
 enum { PAIRED_CHUNK = 1000 };
 
-static int serve_paired(const struct mode *m)
-{
-	char line[64];
-	void *own = driver_symbol("cuLaunchKernel"), *own_ex = driver_symbol("cuLaunchKernelEx");
-	/* side 0 past ctxguard, side 1 through it */
-	launch_fn launch[2] = { NULL, k.launch };
-	launch_ex_fn launch_ex[2] = { NULL, k.launch_ex };
+/* paired: the entry points of side 0, past ctxguard (the driver's own), and
+ * of side 1, through it (as linked) */
+static struct {
+	launch_fn launch[2];
+	launch_ex_fn launch_ex[2];
+} sides;
 
-	if (!own || !own_ex) {
-		fprintf(stderr, "launch_overhead: cuLaunchKernel[Ex] not found in libcuda's symbol table\n");
+static int find_sides(void)
+{
+	void *own = libcuda_symbol("cuLaunchKernel", NULL);
+	void *own_ex = libcuda_symbol("cuLaunchKernelEx", NULL);
+
+	if (!own || !own_ex)
 		return 1;
-	}
 	/* POSIX lets a looked-up address become a function pointer */
-	memcpy(&launch[0], &own, sizeof own);
-	memcpy(&launch_ex[0], &own_ex, sizeof own_ex);
-	if (launch[0] == launch[1])
+	memcpy(&sides.launch[0], &own, sizeof own);
+	memcpy(&sides.launch_ex[0], &own_ex, sizeof own_ex);
+	sides.launch[1] = k.launch;
+	sides.launch_ex[1] = k.launch_ex;
+	if (sides.launch[0] == sides.launch[1])
 		fprintf(stderr, "launch_overhead: paired: no shim in front of the driver "
 				"(LD_PRELOAD=libctxguard.so); both sides are the driver's\n");
+	return 0;
+}
+
+/* n launches a side, in chunks taking turns; prints both sides' us/launch */
+static void paired_batch(const struct mode *m, long n)
+{
+	double us[2] = { 0, 0 };
+
+	for (long done = 0, c = 0; done < n; done += PAIRED_CHUNK, c++)
+		for (int j = 0; j < 2; j++) {
+			int side = (int)((c + j) & 1);
+			long chunk = n - done < PAIRED_CHUNK ? n - done : PAIRED_CHUNK;
+			k.launch = sides.launch[side];
+			k.launch_ex = sides.launch_ex[side];
+			double t0 = now_us();
+			for (long i = 0; i < chunk; i++)
+				m->paired_launch();
+			us[side] += now_us() - t0;
+		}
+	m->sync();
+	printf("%.4f %.4f\n", us[0] / (double)n, us[1] / (double)n);
+}
+
+static int serve(const struct mode *m, int paired)
+{
+	char line[64];
+
+	if (paired && find_sides() != 0)
+		return 1;
 	printf("ready\n");
 	fflush(stdout);
 	while (fgets(line, sizeof line, stdin)) {
 		line[strcspn(line, "\n")] = 0;
 		long n = positive(line, "a batch");
-		double us[2] = { 0, 0 };
-		for (long done = 0, c = 0; done < n; done += PAIRED_CHUNK, c++)
-			for (int j = 0; j < 2; j++) {
-				int side = (int)((c + j) & 1);
-				long chunk = n - done < PAIRED_CHUNK ? n - done : PAIRED_CHUNK;
-				k.launch = launch[side];
-				k.launch_ex = launch_ex[side];
-				double t0 = now_us();
-				for (long i = 0; i < chunk; i++)
-					m->paired_launch();
-				us[side] += now_us() - t0;
-			}
-		m->sync();
-		printf("%.4f %.4f\n", us[0] / (double)n, us[1] / (double)n);
+		if (paired)
+			paired_batch(m, n);
+		else
+			printf("%.4f\n", timed(m, n));
 		fflush(stdout);
 	}
 	return 0;
@@ -411,7 +356,7 @@ int main(int argc, char **argv)
 	timed(m, WARMUP);
 	if (serving || paired) {
 		free(us);
-		return serving ? serve(m) : serve_paired(m);
+		return serve(m, paired);
 	}
 	if (per_call) {
 		free(us);

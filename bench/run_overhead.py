@@ -110,13 +110,13 @@ def measure(argv, batch, rounds, plain_env, shim_env, on):
                     raise Skip((first + " " + rest).strip())
                 raise RuntimeError(f"{name} copy: expected 'ready', got '{first}'")
         got = {"plain": [], "shim": []}
-        for r in range(rounds if paired else 0):
-            sides["shim"].stdin.write(f"{batch}\n")
-            sides["shim"].stdin.flush()
-            plain, shim = answer(sides["shim"], "shim").split()
-            got["plain"].append(float(plain))
-            got["shim"].append(float(shim))
-        for r in range(0 if paired else rounds):
+        for r in range(rounds):
+            if paired:   # one answer, "PLAIN SHIM"
+                sides["shim"].stdin.write(f"{batch}\n")
+                sides["shim"].stdin.flush()
+                for name, v in zip(("plain", "shim"), answer(sides["shim"], "shim").split()):
+                    got[name].append(float(v))
+                continue
             order = ("plain", "shim") if r % 2 == 0 else ("shim", "plain")
             for name in order:
                 sides[name].stdin.write(f"{batch}\n")

@@ -37,7 +37,7 @@ $(BUILD)/examples/deepgemm_redirect: examples/deepgemm_redirect.c examples/deepg
 
 # A launch past the hooks (GPU cases 40-42): cuLaunchKernel from libcuda's .dynsym.
 gpu-fixtures: $(BUILD)/gpu/unhooked_route
-$(BUILD)/gpu/unhooked_route: tests/gpu/unhooked_route.c
+$(BUILD)/gpu/unhooked_route: tests/gpu/unhooked_route.c tests/libcuda_symbol.h
 	@mkdir -p $(@D)
 	$(GPU_CC) $(GPU_CFLAGS) -I$(CUDA)/include -o $@ $< -ldl
 

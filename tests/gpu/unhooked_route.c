@@ -22,16 +22,12 @@
  * line-buffered evidence. */
 #include <cuda.h>
 #include <dlfcn.h>
-#include <elf.h>
-#include <fcntl.h>
-#include <link.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
+
+#include "../libcuda_symbol.h"
 
 static void *cuda;
 
@@ -58,60 +54,6 @@ static void *sym(const char *name)
 			exit(1);                                                         \
 		}                                                                        \
 	} while (0)
-
-struct found {
-	char path[4096];
-	uintptr_t base;
-};
-
-static int find_libcuda(struct dl_phdr_info *info, size_t size, void *out)
-{
-	(void)size;
-	const char *slash = strrchr(info->dlpi_name, '/');
-	if (!slash || strcmp(slash + 1, "libcuda.so.1") != 0)
-		return 0;
-	struct found *f = out;
-	snprintf(f->path, sizeof f->path, "%s", info->dlpi_name);
-	f->base = info->dlpi_addr;
-	return 1;
-}
-
-/* name's address in the loaded libcuda, from the file's .dynsym. */
-static void *from_symbol_table(const char *name, const char **where)
-{
-	static struct found f;
-	if (!dl_iterate_phdr(find_libcuda, &f)) {
-		fprintf(stderr, "unhooked_route: libcuda.so.1 is not loaded by that name\n");
-		exit(1);
-	}
-	*where = f.path;
-	int fd = open(f.path, O_RDONLY);
-	struct stat st;
-	if (fd < 0 || fstat(fd, &st) != 0) {
-		perror(f.path);
-		exit(1);
-	}
-	const unsigned char *file = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-	close(fd);
-	if (file == MAP_FAILED) {
-		perror("mmap");
-		exit(1);
-	}
-	const Elf64_Ehdr *eh = (const void *)file;
-	const Elf64_Shdr *sh = (const void *)(file + eh->e_shoff);
-	for (unsigned i = 0; i < eh->e_shnum; i++) {
-		if (sh[i].sh_type != SHT_DYNSYM)
-			continue;
-		const Elf64_Sym *syms = (const void *)(file + sh[i].sh_offset);
-		const char *strs = (const char *)file + sh[sh[i].sh_link].sh_offset;
-		for (size_t k = 0; k < sh[i].sh_size / sizeof *syms; k++)
-			if (syms[k].st_value && ELF64_ST_TYPE(syms[k].st_info) == STT_FUNC &&
-			    strcmp(strs + syms[k].st_name, name) == 0)
-				return (void *)(f.base + syms[k].st_value);
-	}
-	fprintf(stderr, "unhooked_route: no %s in %s's .dynsym\n", name, f.path);
-	exit(1);
-}
 
 int main(int argc, char **argv)
 {
@@ -150,7 +92,9 @@ int main(int argc, char **argv)
 			CHECK(D(cuDevicePrimaryCtxRetain)(&ctx[i], dev[i]));
 	}
 	const char *where;
-	void *raw = from_symbol_table("cuLaunchKernel", &where);
+	void *raw = libcuda_symbol("cuLaunchKernel", &where);
+	if (!raw)
+		return 1;
 	void *looked_up = dlsym(cuda, "cuLaunchKernel");
 	printf("cuLaunchKernel at %p from the .dynsym of %s; dlsym gives %p (%s)\n", raw, where,
 	       looked_up, raw == looked_up ? "the same" : "a wrapper");

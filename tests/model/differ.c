@@ -331,22 +331,24 @@ static void perturb(struct dg_launch *l, unsigned field, unsigned v)
 	case 6:
 		l->groups += 1 + v % 3;
 		break;
-	case 7: /* the tile and its swizzles: one of each field's options */
-	case 8:
-	case 9:
-	case 10:
-	case 11:
-	case 12: {
-		static const struct {
-			long opt[4];
-			unsigned n;
-		} tile[] = {{{64, 128, 256, 32}, 4}, {{64, 128, 256, 96}, 4},
-			    {{64, 128, 32}, 3},      {{0, 32, 64, 128}, 4},
-			    {{0, 32, 64, 128}, 4},   {{0, 32, 64, 128}, 4}};
-		long *const at[] = {&l->bm, &l->bn, &l->bk, &l->swa, &l->swb, &l->swd};
-		*at[field - 7] = tile[field - 7].opt[v % tile[field - 7].n];
+	case 7:
+		l->bm = ONE_OF(v, 64, 128, 256, 32);
 		break;
-	}
+	case 8:
+		l->bn = ONE_OF(v, 64, 128, 256, 96);
+		break;
+	case 9:
+		l->bk = ONE_OF(v, 64, 128, 32);
+		break;
+	case 10:
+		l->swa = ONE_OF(v, 0, 32, 64, 128);
+		break;
+	case 11:
+		l->swb = ONE_OF(v, 0, 32, 64, 128);
+		break;
+	case 12:
+		l->swd = ONE_OF(v, 0, 32, 64, 128);
+		break;
 	case 13:
 		l->stages += v % 2 ? 1 : -1;
 		break;
