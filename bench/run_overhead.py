@@ -41,6 +41,9 @@ copies of ROUNDS batches each, the same columns:
               one driver call per cudaLaunchKernel)            <= 1.01
   in-expert   the expert row's launch                          <= 1.03
 
+It first prints the model of the CPUs the copies are pinned to, the GPUs
+and the driver: the time ctxguard adds per launch differs from host to host.
+
 usage: bench/run_overhead.py [BUILD_DIR]        (make bench-overhead)
 env: PAIRS of fresh copies (12; the moe row, whose copies take ~15 s to
      set up, uses at most MOE_PAIRS, 4), ROUNDS per pair (25), LAUNCHES
@@ -65,6 +68,27 @@ def cpus():
     if chosen:
         return {int(c) for c in chosen.split(",")}
     return set(sorted(os.sched_getaffinity(0))[:2])
+
+
+def machine(on):
+    """The CPU the copies run on and the GPUs: launch cost differs from one host's CPU to another's."""
+    cpu = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            blocks = f.read().split("\n\n")
+        first = min(on)
+        for b in blocks:
+            fields = {k.strip(): v for k, v in (l.split(":", 1) for l in b.splitlines() if ":" in l)}
+            if fields.get("processor", "").strip() == str(first) and "model name" in fields:
+                cpu = fields["model name"].strip()
+    except OSError:
+        pass
+    try:
+        gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30).stdout.strip().replace("\n", "; ")
+    except (OSError, subprocess.TimeoutExpired):
+        gpu = ""
+    return f"{cpu}; GPU {gpu or 'unknown (no nvidia-smi)'}"
 
 
 def copy(argv, extra_env, on):
@@ -177,6 +201,7 @@ def main():
             return 1
         rows = [r for r in rows if r[0] in wanted.split(",")]
     on = cpus()
+    print(f"# {machine(on)}", flush=True)
     table, failed = [], False
     for name, unit, target, argv, batch, npairs, plain_env, shim_env in rows:
         print(f"== {name}: {npairs} pairs x {rounds} rounds of {batch} per side, plain and shim "
